@@ -1,0 +1,1 @@
+"""The reference CPU drivers: ``local-sync`` (inline) and ``local-task`` (asynchronous, threaded)."""

@@ -1,0 +1,88 @@
+"""The local-task device: a pending set driven by semaphore timepoints, and a pool of worker threads."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from ...hal.device import Device
+from ...hal.queue_op import QueueOp, fail_all
+from ...hal.status import HalError, StatusCode
+from ..common import execute_ready_op
+
+_DISPATCHED = -1  # op.pending once the op left the pending set
+
+
+class TaskDevice(Device):
+    capabilities = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
+
+    def __init__(self, uri: str, options: dict):
+        workers = options.get("workers", 4)
+        if workers < 1:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"option workers={workers} must be >= 1")
+        super().__init__(uri, options)
+        self._lock = threading.Lock()
+        self._pending: set[QueueOp] = set()
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers = []
+        for i in range(workers):
+            track = self.recorder.track("worker", f"worker {i}")
+            t = threading.Thread(target=self._worker, args=(track,), name=f"local-task worker {i}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def _submit(self, op: QueueOp) -> None:
+        if not op.wait:
+            op.ready_t = op.enqueue_t
+            self._ready.put(op)
+            return
+        op.pending = len(op.wait) + 1  # +1 guards against dispatch while timepoints are being added
+        with self._lock:
+            self._pending.add(op)
+        for sem, value in op.wait:
+            sem.add_timepoint(value, lambda error, op=op: self._resolve_wait(op, error))
+            if op.pending == _DISPATCHED:
+                break  # a failed wait already dispatched it
+        self._resolve_wait(op, None)
+
+    def _resolve_wait(self, op: QueueOp, error: HalError | None) -> None:
+        with self._lock:
+            if op.pending == _DISPATCHED:
+                return
+            if error is not None:
+                op.wait_error = error
+                op.pending = _DISPATCHED
+            else:
+                op.pending -= 1
+                if op.pending:
+                    return
+                op.pending = _DISPATCHED
+            self._pending.discard(op)
+        op.ready_t = self.now()
+        self._ready.put(op)
+
+    def _worker(self, track: int) -> None:
+        while True:
+            op = self._ready.get()
+            if op is None:
+                return
+            try:
+                execute_ready_op(self, op, track)
+            except BaseException as e:  # noqa: BLE001 - a worker must survive to serve later ops
+                fail_all(self, op, HalError(StatusCode.INTERNAL, f"local-task worker: {type(e).__name__}: {e}"))
+
+    def _shutdown(self) -> None:
+        # IREE [H]: pending operations are cancelled with CANCELLED "queue shutting down".
+        with self._lock:
+            pending = list(self._pending)
+            self._pending.clear()
+            for op in pending:
+                op.pending = _DISPATCHED
+        for op in pending:
+            op.wait_error = HalError(StatusCode.CANCELLED, "queue shutting down")
+            op.ready_t = self.now()
+            self._ready.put(op)
+        for _ in self._workers:
+            self._ready.put(None)
+        for t in self._workers:
+            t.join(timeout=10)

@@ -1,0 +1,90 @@
+"""The device allocator: IREE's heap allocator rules (``runtime/src/iree/hal/allocator_heap.c``).
+
+Every buffer is host-visible (the bytes live in host memory); a buffer may be used on the queue only
+when its memory type is DEVICE_VISIBLE (QUEUE_TRANSFER / QUEUE_DISPATCH compatibility), exactly as
+IREE's CPU devices enforce so that programs stay portable to discrete GPUs.
+
+>>> from reference import hal
+>>> with hal.create_device("local-sync") as dev:
+...     compat, size = dev.allocator.query_buffer_compatibility(
+...         1024, hal.MemoryType.HOST_LOCAL | hal.MemoryType.DEVICE_VISIBLE, hal.BufferUsage.TRANSFER)
+...     bool(compat & hal.BufferCompatibility.QUEUE_TRANSFER), size
+(True, 1024)
+"""
+
+from __future__ import annotations
+
+from .buffer import Buffer, BufferPlacement
+from .constants import (
+    BufferCompatibility,
+    BufferPlacementFlags,
+    BufferUsage,
+    MemoryAccess,
+    MemoryType,
+)
+from .status import HalError, StatusCode
+
+MAX_ALLOCATION_SIZE = 1 << 40  # refuse absurd sizes up front rather than dying in bytearray()
+
+
+def _flag(value, enum_type, what: str):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a {enum_type.__name__}, got {value!r}")
+    return enum_type(value)
+
+
+def compatibility_of(memory_type: MemoryType, usage: BufferUsage) -> tuple[BufferCompatibility, MemoryType, BufferUsage]:
+    """Compatibility bits and the adjusted (type, usage) the heap allocator would use."""
+    compat = BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE | BufferCompatibility.EXPORTABLE
+    if memory_type & MemoryType.DEVICE_VISIBLE:
+        if usage & BufferUsage.TRANSFER:
+            compat |= BufferCompatibility.QUEUE_TRANSFER
+        if usage & BufferUsage.DISPATCH_STORAGE:
+            compat |= BufferCompatibility.QUEUE_DISPATCH
+    memory_type = (memory_type | MemoryType.HOST_VISIBLE) & ~MemoryType.OPTIMAL
+    usage = usage | BufferUsage.MAPPING | BufferUsage.TRANSFER
+    return compat, MemoryType(memory_type), BufferUsage(usage)
+
+
+class Allocator:
+    """Allocates buffers for one device (``device.allocator``)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def query_buffer_compatibility(self, size: int, memory_type=MemoryType.DEVICE_LOCAL,
+                                   usage=BufferUsage.DEFAULT) -> tuple[BufferCompatibility, int]:
+        size = self._check_size(size)
+        memory_type = _flag(memory_type, MemoryType, "memory_type")
+        usage = _flag(usage, BufferUsage, "usage")
+        compat, _, _ = compatibility_of(memory_type, usage)
+        return compat, size
+
+    def allocate_buffer(self, size: int,
+                        memory_type=MemoryType.DEVICE_LOCAL | MemoryType.HOST_VISIBLE,
+                        usage=BufferUsage.DEFAULT | BufferUsage.MAPPING,
+                        access=MemoryAccess.ALL) -> Buffer:
+        size = self._check_size(size)
+        memory_type = _flag(memory_type, MemoryType, "memory_type")
+        usage = _flag(usage, BufferUsage, "usage")
+        access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL
+        compat, memory_type, usage = compatibility_of(memory_type, usage)
+        return self.device._new_buffer(size, memory_type, usage, access, compat, bytearray(size))
+
+    def allocate_transient(self, size: int, memory_type, usage, access, queue: int) -> Buffer:
+        """The uncommitted buffer ``queue_alloca`` returns (storage arrives when the queue runs it)."""
+        size = self._check_size(size)
+        memory_type = _flag(memory_type, MemoryType, "memory_type")
+        usage = _flag(usage, BufferUsage, "usage")
+        access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL  # [H] access 0 means ALL
+        compat, memory_type, usage = compatibility_of(memory_type, usage)
+        placement = BufferPlacement(self.device, 1 << queue, BufferPlacementFlags.ASYNCHRONOUS)
+        return self.device._new_buffer(size, memory_type, usage, access, compat, None, placement)
+
+    @staticmethod
+    def _check_size(size) -> int:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"size must be an int >= 0, got {size!r}")
+        if size > MAX_ALLOCATION_SIZE:
+            raise HalError(StatusCode.RESOURCE_EXHAUSTED, f"size {size} exceeds the allocator's limit {MAX_ALLOCATION_SIZE}")
+        return size

@@ -1,0 +1,335 @@
+"""Buffers, subspans, buffer references and the host mapping helpers (HAL_SEMANTICS §A.6).
+
+A :class:`Buffer` is a view (``offset``, ``byte_length``) of an allocation (its *root*) whose bytes
+live in a ``bytearray``. Transient buffers from ``queue_alloca`` have no storage until the queue
+commits them and none after ``queue_dealloca`` decommits them.
+
+>>> from reference import hal
+>>> with hal.create_device("local-sync") as dev:
+...     buf = dev.allocator.allocate_buffer(8)
+...     buf.map_fill(0, hal.WHOLE_BUFFER, 0xAB23, 2)
+...     sub = buf.subspan(2, 4)
+...     sub.map_write(0, b"\\x01\\x02")
+...     buf.map_read().hex()
+'23ab010223ab23ab'
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .constants import (
+    WHOLE_BUFFER,
+    BufferCompatibility,
+    BufferPlacementFlags,
+    BufferUsage,
+    MemoryAccess,
+    MemoryType,
+)
+from .status import HalError, StatusCode
+
+_PATTERN_LENGTHS = (1, 2, 4)
+
+
+def _int_arg(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be >= 0, got {value}")
+    return value
+
+
+def calculate_range(byte_length: int, offset, length, what: str = "range") -> tuple[int, int]:
+    """IREE ``iree_hal_buffer_calculate_range``: resolve WHOLE_BUFFER and check bounds (OUT_OF_RANGE)."""
+    offset = _int_arg(offset, f"{what} offset")
+    length = _int_arg(length, f"{what} length")
+    if offset > byte_length:
+        raise HalError(StatusCode.OUT_OF_RANGE, f"{what} offset {offset} past buffer length {byte_length}")
+    if length == WHOLE_BUFFER:
+        return offset, byte_length - offset
+    if offset + length > byte_length:
+        raise HalError(
+            StatusCode.OUT_OF_RANGE,
+            f"{what} [{offset}, {offset + length}) past buffer length {byte_length}",
+        )
+    return offset, length
+
+
+def validate_access(allowed: MemoryAccess, required: MemoryAccess, what: str) -> None:
+    """IREE ``iree_hal_buffer_validate_access`` (§A.6 B2)."""
+    if required & MemoryAccess.ANY:
+        return
+    if not required & (MemoryAccess.READ | MemoryAccess.WRITE):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}: access {required!r} requests neither READ nor WRITE")
+    if (allowed & required) != required:
+        raise HalError(
+            StatusCode.PERMISSION_DENIED,
+            f"{what}: buffer allows access {allowed!r}, operation needs {required!r}",
+        )
+
+
+def validate_usage(allowed: BufferUsage, required: BufferUsage, what: str) -> None:
+    if (allowed & required) != required:
+        raise HalError(StatusCode.PERMISSION_DENIED, f"{what}: buffer usage {allowed!r} lacks {required!r}")
+
+
+def validate_memory_type(actual: MemoryType, required: MemoryType, what: str) -> None:
+    if (actual & required) != required:
+        raise HalError(StatusCode.PERMISSION_DENIED, f"{what}: memory type {actual!r} lacks {required!r}")
+
+
+def check_pattern(pattern, pattern_length) -> bytes:
+    """Validate a fill pattern and return its little-endian bytes (pattern length checked first)."""
+    if pattern_length not in _PATTERN_LENGTHS or isinstance(pattern_length, bool):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"pattern_length must be 1, 2 or 4, got {pattern_length!r}")
+    if isinstance(pattern, bool) or not isinstance(pattern, int):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"pattern must be an int, got {type(pattern).__name__}")
+    if pattern < 0 or pattern >= 1 << (8 * pattern_length):
+        raise HalError(
+            StatusCode.INVALID_ARGUMENT, f"pattern {pattern:#x} does not fit in {pattern_length} byte(s)"
+        )
+    return pattern.to_bytes(pattern_length, "little")
+
+
+class BufferPlacement(NamedTuple):
+    device: object
+    queue_affinity: int
+    flags: BufferPlacementFlags
+
+
+class Buffer:
+    """A device buffer or a subspan of one. Make them with ``device.allocator.allocate_buffer``."""
+
+    __slots__ = (
+        "device", "id", "byte_length", "memory_type", "allowed_usage", "allowed_access",
+        "compatibility", "placement", "_root", "_offset", "_storage", "_state", "__weakref__",
+    )
+
+    def __init__(self, device, buf_id, byte_length, memory_type, usage, access, compatibility,
+                 placement=None, storage=None, root=None, offset=0):
+        self.device = device
+        self.id = buf_id
+        self.byte_length = byte_length
+        self.memory_type = MemoryType(memory_type)
+        self.allowed_usage = BufferUsage(usage)
+        self.allowed_access = MemoryAccess(access)
+        self.compatibility = BufferCompatibility(compatibility)
+        self.placement = placement
+        self._root = self if root is None else root
+        self._offset = offset
+        self._storage = storage
+        # root only: "committed" | "reserved" (alloca not yet run) | "decommitted"
+        self._state = "committed" if storage is not None else "reserved"
+
+    def __repr__(self) -> str:
+        sub = f" @{self._offset}" if self._root is not self else ""
+        return f"<Buffer {self.id}{sub} {self.byte_length} B>"
+
+    @property
+    def allocation_size(self) -> int:
+        return self._root.byte_length
+
+    @property
+    def byte_offset(self) -> int:
+        """Offset of this view inside its allocation."""
+        return self._offset
+
+    @property
+    def root(self) -> "Buffer":
+        return self._root
+
+    @property
+    def is_transient(self) -> bool:
+        p = self._root.placement
+        return p is not None and bool(p.flags & BufferPlacementFlags.ASYNCHRONOUS)
+
+    def subspan(self, offset: int, length: int) -> "Buffer":
+        offset, length = calculate_range(self.byte_length, offset, length, "subspan")
+        return Buffer(self.device, self.id, length, self.memory_type, self.allowed_usage,
+                      self.allowed_access, self.compatibility, root=self._root,
+                      offset=self._offset + offset)
+
+    # -- storage, for devices executing work -------------------------------------------------------
+
+    def storage(self, what: str = "buffer") -> bytearray:
+        """The allocation's bytes; FAILED_PRECONDITION when a transient is not (or no longer) committed."""
+        root = self._root
+        if root._storage is None:
+            state = "used before its queue_alloca committed it" if root._state == "reserved" else \
+                "used after queue_dealloca released it"
+            raise HalError(StatusCode.FAILED_PRECONDITION, f"{what} {root.id} {state}")
+        return root._storage
+
+    def commit(self) -> None:
+        root = self._root
+        root._storage = bytearray(root.byte_length)
+        root._state = "committed"
+
+    def decommit(self) -> None:
+        root = self._root
+        root._storage = None
+        root._state = "decommitted"
+
+    # -- host mapping helpers ----------------------------------------------------------------------
+
+    def _map(self, access: MemoryAccess, offset, length, what: str) -> tuple[bytearray, int, int]:
+        validate_access(self.allowed_access, access, what)
+        validate_memory_type(self.memory_type, MemoryType.HOST_VISIBLE, what)
+        validate_usage(self.allowed_usage, BufferUsage.MAPPING_SCOPED, what)
+        offset, length = calculate_range(self.byte_length, offset, length, what)
+        return self.storage(what), self._offset + offset, length
+
+    def map_read(self, offset: int = 0, length: int = WHOLE_BUFFER) -> bytes:
+        if length == 0:
+            _int_arg(offset, "map_read offset")
+            return b""
+        data, start, length = self._map(MemoryAccess.READ, offset, length, "map_read")
+        return bytes(data[start:start + length])
+
+    def map_write(self, offset: int, data) -> None:
+        try:
+            src = memoryview(data).cast("B")
+        except TypeError:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"data must be bytes-like, got {type(data).__name__}") from None
+        if len(src) == 0:
+            _int_arg(offset, "map_write offset")
+            return
+        store, start, length = self._map(MemoryAccess.DISCARD_WRITE, offset, len(src), "map_write")
+        store[start:start + length] = src
+
+    def map_fill(self, offset: int, length: int, pattern: int, pattern_length: int) -> None:
+        pat = check_pattern(pattern, pattern_length)
+        if length == 0:
+            return
+        store, start, length = self._map(MemoryAccess.DISCARD_WRITE, offset, length, "map_fill")
+        if (start - self._offset) % pattern_length or length % pattern_length:
+            raise HalError(
+                StatusCode.INVALID_ARGUMENT,
+                f"map_fill offset {start - self._offset} and length {length} must be multiples of "
+                f"pattern_length {pattern_length}",
+            )
+        store[start:start + length] = pat * (length // pattern_length)
+
+    def map_zero(self, offset: int, length: int) -> None:
+        self.map_fill(offset, length, 0, 1)
+
+    def map_range(self, access: MemoryAccess = MemoryAccess.READ, offset: int = 0,
+                  length: int = WHOLE_BUFFER) -> "Mapping":
+        """A scoped mapping: ``.contents`` is a writable memoryview of the range; ``unmap()`` ends it."""
+        store, start, length = self._map(MemoryAccess(access), offset, length, "map_range")
+        return Mapping(self, memoryview(store)[start:start + length])
+
+
+class Mapping:
+    """A scoped host mapping of a buffer range (IREE ``iree_hal_buffer_mapping_t``); a context manager."""
+
+    __slots__ = ("buffer", "contents")
+
+    def __init__(self, buffer: Buffer, contents: memoryview):
+        self.buffer = buffer
+        self.contents = contents
+
+    def flush(self, offset: int = 0, length: int = WHOLE_BUFFER) -> None:
+        """Publish host writes (memory is coherent here: only the range is checked)."""
+        calculate_range(len(self.contents), offset, length, "flush")
+
+    def unmap(self) -> None:
+        self.contents.release()
+
+    def __enter__(self) -> "Mapping":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unmap()
+
+
+def buffer_map_copy(source: Buffer, source_offset: int, target: Buffer, target_offset: int, length: int) -> None:
+    """Host copy between two mappable buffers (IREE ``iree_hal_buffer_map_copy``)."""
+    for name, b in (("source", source), ("target", target)):
+        if not isinstance(b, Buffer):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{name} must be a Buffer, got {type(b).__name__}")
+    if length == 0:
+        return
+    s_store, s_start, length = source._map(MemoryAccess.READ, source_offset, length, "map_copy source")
+    t_store, t_start, length = target._map(MemoryAccess.DISCARD_WRITE, target_offset, length, "map_copy target")
+    if source._root is target._root and s_start < t_start + length and t_start < s_start + length:
+        raise HalError(StatusCode.INVALID_ARGUMENT, "map_copy source and target ranges overlap")
+    t_store[t_start:t_start + length] = s_store[s_start:s_start + length]
+
+
+class BufferRef:
+    """A reference to a buffer range: direct (``buffer``) or indirect (``slot`` into a binding table).
+
+    >>> BufferRef(slot=1, offset=4, length=8)
+    BufferRef(slot=1, offset=4, length=8)
+    """
+
+    __slots__ = ("buffer", "offset", "length", "slot")
+
+    def __init__(self, buffer: Buffer | None = None, offset: int = 0, length: int = WHOLE_BUFFER,
+                 slot: int | None = None):
+        self.buffer = buffer
+        self.offset = offset
+        self.length = length
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        length = "WHOLE" if self.length == WHOLE_BUFFER else self.length
+        head = f"slot={self.slot}" if self.slot is not None else f"buffer={self.buffer!r}"
+        return f"BufferRef({head}, offset={self.offset}, length={length})"
+
+    @property
+    def is_indirect(self) -> bool:
+        return self.slot is not None
+
+
+class Range(NamedTuple):
+    """A resolved byte range of an allocation: what executes and what the trace records."""
+
+    buffer: Buffer  # the root allocation
+    offset: int
+    length: int
+
+    def view(self, what: str = "buffer") -> memoryview:
+        store = self.buffer.storage(what)
+        return memoryview(store)[self.offset:self.offset + self.length]
+
+
+def as_ref(value, what: str) -> BufferRef:
+    """Accept a Buffer or a BufferRef wherever a BufferRef is taken; check the fields' types."""
+    if isinstance(value, Buffer):
+        return BufferRef(value)
+    if not isinstance(value, BufferRef):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a Buffer or BufferRef, got {type(value).__name__}")
+    _int_arg(value.offset, f"{what}.offset")
+    _int_arg(value.length, f"{what}.length")
+    if value.slot is not None:
+        _int_arg(value.slot, f"{what}.slot")
+        if value.buffer is not None:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} has both a buffer and a slot")
+    elif not isinstance(value.buffer, Buffer):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} needs a buffer or a slot")
+    return value
+
+
+def resolve_direct(ref: BufferRef, what: str) -> Range:
+    """Resolve a direct ref against its buffer (bounds checked: OUT_OF_RANGE)."""
+    buf = ref.buffer
+    offset, length = calculate_range(buf.byte_length, ref.offset, ref.length, what)
+    return Range(buf._root, buf._offset + offset, length)
+
+
+def resolve_binding(binding, ref: BufferRef, what: str) -> Range:
+    """Resolve an indirect ref through a binding-table entry (HAL_SEMANTICS CB12)."""
+    bref = binding if isinstance(binding, BufferRef) else BufferRef(binding)
+    buf = bref.buffer
+    b_off, b_len = calculate_range(buf.byte_length, bref.offset, bref.length, f"{what} binding")
+    if ref.offset > b_len:
+        raise HalError(StatusCode.OUT_OF_RANGE, f"{what} offset {ref.offset} past binding length {b_len}")
+    length = b_len - ref.offset if ref.length == WHOLE_BUFFER else ref.length
+    if ref.offset + length > b_len:
+        raise HalError(
+            StatusCode.OUT_OF_RANGE,
+            f"{what} [{ref.offset}, {ref.offset + length}) past binding length {b_len}",
+        )
+    return Range(buf._root, buf._offset + b_off + ref.offset, length)

@@ -1,0 +1,357 @@
+"""The device: the HAL contract's entry point (DESIGN §3, HAL_SEMANTICS §A.4).
+
+:class:`Device` validates every call, turns queue calls into :class:`QueueOp` records, traces them,
+and hands them to the driver's :meth:`Device._submit`. A driver supplies only scheduling: when an op
+runs (``_submit``), how a host thread blocks (``_host_wait``), the clock (``now``/``sleep``) and shutdown.
+
+>>> from reference import hal
+>>> with hal.create_device("local-task") as dev:
+...     buf = dev.allocator.allocate_buffer(16)
+...     done = dev.create_semaphore()
+...     dev.queue_fill([], [(done, 1)], buf, 0, 16, 0xAB, 1)
+...     done.wait(1, timeout=5)
+...     buf.map_read(0, 4).hex()
+'abababab'
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import weakref
+
+from .allocator import Allocator
+from .buffer import Buffer, BufferRef, as_ref
+from .command_buffer import CommandBuffer, check_dispatch
+from .constants import (
+    MAX_UPDATE_SIZE,
+    QUEUE_AFFINITY_ANY,
+    WHOLE_BUFFER,
+    BufferUsage,
+    CommandBufferMode,
+    CommandCategory,
+    DispatchFlags,
+    MemoryAccess,
+    MemoryType,
+)
+from .event import Event
+from .executable import Executable
+from .queue_op import QueueOp
+from .semaphore import Semaphore, check_payload
+from .status import HalError, StatusCode
+from .wait import blocking_wait, check_timepoints, check_wait_mode, normalize_timeout
+from ..trace import Recorder, Trace
+
+
+class Device:
+    """Base class of every device. Subclasses set ``capabilities`` and implement ``_submit``."""
+
+    capabilities: frozenset = frozenset()
+    clock_kind = "monotonic"
+    queue_count = 1
+
+    def __init__(self, uri: str, options: dict | None = None):
+        self.uri = uri
+        self.options = dict(options or {})
+        self._counters: dict[str, itertools.count] = {}
+        self._threads: dict[int, int] = {}
+        self._op_seq: dict[int, itertools.count] = {}
+        self._thread_lock = threading.Lock()
+        self._closed = False
+        self.trace = Trace({"device": uri, "clock": self.clock_kind, "options": _jsonable(self.options)})
+        self.recorder = Recorder(self.trace, self.now)
+        self.allocator = Allocator(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.uri!r}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- clock -------------------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """Nanoseconds on the device's clock (host CLOCK_MONOTONIC here; virtual on sim devices)."""
+        return time.monotonic_ns()
+
+    def sleep(self, seconds: float) -> None:
+        """Pause the calling host thread (virtual on sim devices, so host programs stay portable)."""
+        seconds = normalize_timeout(seconds)
+        if seconds is None:
+            raise HalError(StatusCode.INVALID_ARGUMENT, "sleep needs a finite number of seconds")
+        time.sleep(seconds)
+
+    # -- identity ----------------------------------------------------------------------------------
+
+    def _new_id(self, prefix: str) -> str:
+        counter = self._counters.get(prefix)
+        if counter is None:
+            counter = self._counters.setdefault(prefix, itertools.count())
+        return f"{prefix}{next(counter)}"
+
+    def host_thread(self) -> int:
+        """Index of the calling host thread: 0 for the first thread that used this device, then 1, …"""
+        ident = threading.get_ident()
+        index = self._threads.get(ident)
+        if index is None:
+            with self._thread_lock:
+                index = self._threads.setdefault(ident, len(self._threads))
+                self._op_seq.setdefault(index, itertools.count())
+            self.recorder.track("host", f"host thread {index}")
+        return index
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HalError(StatusCode.FAILED_PRECONDITION, f"device {self.uri!r} is closed")
+
+    def _watch(self, obj, res_id: str) -> None:
+        """Trace the moment the host drops its last reference to ``obj`` (the trace holds only ids)."""
+        weakref.finalize(obj, self.recorder.host_release, res_id).atexit = False
+
+    # -- objects -----------------------------------------------------------------------------------
+
+    def create_semaphore(self, initial_value: int = 0) -> Semaphore:
+        self._check_open()
+        initial_value = check_payload(initial_value, "initial_value")
+        sem = Semaphore(self, self._new_id("s"), initial_value)
+        self.recorder.semaphore(sem, initial_value, self.host_thread())
+        self._watch(sem, sem.id)
+        return sem
+
+    def _new_buffer(self, size, memory_type, usage, access, compat, storage, placement=None, op=None) -> Buffer:
+        self._check_open()
+        buf = Buffer(self, self._new_id("b"), size, memory_type, usage, access, compat, placement, storage)
+        self.recorder.buffer(buf, op)
+        self._watch(buf, buf.id)
+        return buf
+
+    def create_command_buffer(self, mode=CommandBufferMode.ONE_SHOT, categories=CommandCategory.ANY,
+                              binding_capacity: int = 0, queue_affinity: int = QUEUE_AFFINITY_ANY) -> CommandBuffer:
+        self._check_open()
+        self._queue_index(queue_affinity)
+        cb = CommandBuffer(self, self._new_id("c"), mode, categories, binding_capacity, queue_affinity)
+        self.recorder.command_buffer(cb)
+        self._watch(cb, cb.id)
+        return cb
+
+    def create_event(self) -> Event:
+        self._check_open()
+        return Event(self, self._new_id("v"))
+
+    def load_executable(self, name: str = "builtin") -> Executable:
+        self._check_open()
+        exe = Executable(self, self._new_id("e"), name)
+        self.recorder.executable(exe)
+        self._watch(exe, exe.id)
+        return exe
+
+    # -- semaphores --------------------------------------------------------------------------------
+
+    def _host_signal(self, sem: Semaphore, value: int) -> None:
+        self._signal_semaphore(sem, value, f"host:{self.host_thread()}")
+
+    def _host_fail(self, sem: Semaphore, error: HalError) -> None:
+        self._fail_semaphore(sem, error, f"host:{self.host_thread()}")
+
+    def _signal_semaphore(self, sem: Semaphore, value: int, cause: str) -> None:
+        t = self.now()
+        sem.advance(value)
+        self.recorder.signal(sem, value, cause, t)
+
+    def _fail_semaphore(self, sem: Semaphore, error: HalError, cause: str) -> None:
+        t = self.now()
+        if sem.fail_with(error.clone()):
+            self.recorder.fail(sem, error, cause, t)
+
+    def wait_semaphores(self, mode, timepoints, timeout: float | None = None) -> None:
+        """Wait for ALL or ANY of ``[(semaphore, value), ...]``; raise the failure or DEADLINE_EXCEEDED."""
+        mode = check_wait_mode(mode)
+        tps = check_timepoints(self, timepoints, "timepoints")
+        timeout = normalize_timeout(timeout)
+        thread = self.host_thread()
+        start = self.now()
+        try:
+            self._host_wait(mode, tps, timeout)
+        except HalError as e:
+            self.recorder.host_wait(thread, mode.name.lower(), tps, start, e)
+            raise
+        self.recorder.host_wait(thread, mode.name.lower(), tps, start)
+
+    def _host_wait(self, mode, timepoints, timeout) -> None:
+        blocking_wait(mode, timepoints, timeout)
+
+    # -- queues ------------------------------------------------------------------------------------
+
+    def _queue_index(self, queue_affinity) -> int:
+        if isinstance(queue_affinity, bool) or not isinstance(queue_affinity, int) or \
+                not 0 <= queue_affinity <= QUEUE_AFFINITY_ANY:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity must be a 64-bit mask, got {queue_affinity!r}")
+        usable = queue_affinity & ((1 << self.queue_count) - 1)
+        if not usable:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity {queue_affinity:#x} selects none of this "
+                           f"device's {self.queue_count} queue(s)")
+        return (usable & -usable).bit_length() - 1
+
+    def _enqueue(self, kind: str, wait, signal, queue_affinity, *, commands=(), buffer=None, host_call=None,
+                 resources=(), fields=None) -> QueueOp:
+        self._check_open()
+        queue = self._queue_index(queue_affinity)
+        wait = check_timepoints(self, wait, "wait")
+        signal = check_timepoints(self, signal, "signal")
+        thread = self.host_thread()
+        op_id = f"{thread}:{next(self._op_seq[thread])}"
+        retained = {id(r): r for r in resources}
+        for sem, _ in wait + signal:
+            retained.setdefault(id(sem), sem)
+        for cmd in commands:
+            for rng, _ in cmd.accesses:
+                retained.setdefault(id(rng.buffer), rng.buffer)
+        op = QueueOp(op_id, kind, queue, thread, wait, signal, commands=commands, buffer=buffer,
+                     host_call=host_call, resources=tuple(retained.values()), fields=fields)
+        op.enqueue_t = self.now()
+        self.recorder.op(op)
+        self.recorder.retain(op, [r.id for r in op.resources])
+        self._submit(op)
+        return op
+
+    def _submit(self, op: QueueOp) -> None:
+        raise NotImplementedError
+
+    def _transfer_commands(self, record) -> tuple:
+        """Record transfer commands into a private one-shot command buffer (IREE's queue emulation)."""
+        cb = CommandBuffer(self, "", CommandBufferMode.ONE_SHOT, CommandCategory.ANY, 0, QUEUE_AFFINITY_ANY)
+        cb.begin()
+        record(cb)
+        cb.end()
+        return cb.resolve(None)
+
+    def queue_execute(self, wait, signal, command_buffer: CommandBuffer | None = None, binding_table=None, *,
+                      queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        if command_buffer is None:
+            self._enqueue("barrier", wait, signal, queue_affinity)
+            return
+        if not isinstance(command_buffer, CommandBuffer):
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"command_buffer must be a CommandBuffer or None, got {type(command_buffer).__name__}")
+        if command_buffer.device is not self:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"command buffer {command_buffer.id} belongs to another device")
+        if wait and command_buffer.mode & CommandBufferMode.ALLOW_INLINE_EXECUTION:
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"inline command buffer {command_buffer.id} submitted with a wait list")
+        commands = command_buffer.resolve(binding_table)
+        self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=[command_buffer],
+                      fields={"cb": command_buffer.id, "commands": len(commands)})
+        command_buffer.mark_submitted()
+
+    def queue_barrier(self, wait, signal, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        self._enqueue("barrier", wait, signal, queue_affinity)
+
+    def queue_alloca(self, wait, signal, size: int, memory_type=MemoryType.OPTIMAL_FOR_DEVICE,
+                     usage=BufferUsage.DEFAULT, access=MemoryAccess.ALL, *,
+                     queue_affinity: int = QUEUE_AFFINITY_ANY) -> Buffer:
+        self._check_open()
+        queue = self._queue_index(queue_affinity)
+        check_timepoints(self, wait, "wait")
+        check_timepoints(self, signal, "signal")
+        buf = self.allocator.allocate_transient(size, memory_type, usage, access, queue)
+        self._enqueue("alloca", wait, signal, 1 << queue, buffer=buf, resources=[buf],
+                      fields={"buf": buf.id, "size": buf.byte_length})
+        return buf
+
+    def queue_dealloca(self, wait, signal, buffer: Buffer, *, queue_affinity: int = QUEUE_AFFINITY_ANY,
+                       prefer_origin: bool = False) -> None:
+        if not isinstance(buffer, Buffer):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"buffer must be a Buffer, got {type(buffer).__name__}")
+        if buffer.device is not self:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"buffer {buffer.id} belongs to another device")
+        if prefer_origin and buffer.root.placement is not None:
+            queue_affinity = buffer.root.placement.queue_affinity
+        self._enqueue("dealloca", wait, signal, queue_affinity, buffer=buffer.root, resources=[buffer.root],
+                      fields={"buf": buffer.id, "transient": buffer.is_transient})
+
+    def queue_fill(self, wait, signal, target: Buffer, offset: int, length: int, pattern: int,
+                   pattern_length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        target = _direct(target, "target")
+        commands = self._transfer_commands(
+            lambda cb: cb.fill_buffer(BufferRef(target, offset, length), pattern, pattern_length))
+        self._enqueue("fill", wait, signal, queue_affinity, commands=commands)
+
+    def queue_update(self, wait, signal, source, source_offset: int, target: Buffer, target_offset: int,
+                     length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        target = _direct(target, "target")
+        try:
+            data = memoryview(source).cast("B")
+        except TypeError:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"source must be bytes-like, got {type(source).__name__}") from None
+        for name, v in (("source_offset", source_offset), ("target_offset", target_offset), ("length", length)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise HalError(StatusCode.INVALID_ARGUMENT, f"{name} must be an int >= 0, got {v!r}")
+        if length == WHOLE_BUFFER:
+            length = len(data) - source_offset
+        if source_offset + length > len(data):
+            raise HalError(StatusCode.OUT_OF_RANGE,
+                           f"source [{source_offset}, {source_offset + length}) past source length {len(data)}")
+        data = bytes(data[source_offset:source_offset + length])  # captured now: caller may reuse its memory
+
+        def record(cb):
+            for chunk in range(0, length, MAX_UPDATE_SIZE):
+                n = min(MAX_UPDATE_SIZE, length - chunk)
+                cb.update_buffer(data, chunk, BufferRef(target, target_offset + chunk, n))
+        commands = self._transfer_commands(record)
+        self._enqueue("update", wait, signal, queue_affinity, commands=commands, fields={"bytes": length})
+
+    def queue_copy(self, wait, signal, source: Buffer, source_offset: int, target: Buffer, target_offset: int,
+                   length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        source = _direct(source, "source")
+        target = _direct(target, "target")
+        commands = self._transfer_commands(
+            lambda cb: cb.copy_buffer(BufferRef(source, source_offset, length), BufferRef(target, target_offset, length)))
+        self._enqueue("copy", wait, signal, queue_affinity, commands=commands)
+
+    def queue_dispatch(self, wait, signal, executable: Executable, entry_point, workgroups, constants=(),
+                       bindings=(), *, flags=DispatchFlags.NONE, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        for i, b in enumerate(bindings):
+            if isinstance(b, BufferRef) and b.is_indirect:
+                raise HalError(StatusCode.INVALID_ARGUMENT, f"bindings[{i}]: queue_dispatch bindings must be direct")
+        check_dispatch(executable, entry_point, workgroups, constants, bindings, flags, self)
+
+        def record(cb):
+            cb.dispatch(executable, entry_point, workgroups, constants, bindings, flags)
+        commands = self._transfer_commands(record)
+        self._enqueue("dispatch", wait, signal, queue_affinity, commands=commands, resources=[executable])
+
+    def queue_host_call(self, wait, signal, fn, args=(), non_blocking: bool = False, *,
+                        queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        if not callable(fn):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"fn must be callable, got {type(fn).__name__}")
+        self._enqueue("host_call", wait, signal, queue_affinity, host_call=(fn, tuple(args), bool(non_blocking)),
+                      fields={"non_blocking": bool(non_blocking)})
+
+    def queue_flush(self, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        self._check_open()
+        self._queue_index(queue_affinity)
+
+    # -- shutdown ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        pass
+
+
+def _direct(buffer, what: str) -> Buffer:
+    ref = as_ref(buffer, what)
+    if ref.is_indirect:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a Buffer")
+    return ref.buffer
+
+
+def _jsonable(options: dict) -> dict:
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)) for k, v in options.items()}

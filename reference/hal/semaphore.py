@@ -1,0 +1,170 @@
+"""Timeline semaphores (HAL_SEMANTICS §A.2, profile [H]).
+
+A semaphore holds a monotonically increasing value or a sticky failure. Everything that reacts to it
+— host waits, queue operations waiting on it — registers a *timepoint*: a callback run once, when the
+value reaches the timepoint's value or the semaphore fails (IREE's ``iree_async_semaphore_t`` design).
+How a host thread *blocks* is the device's business (real threads on the reference drivers, virtual
+time on the simulator), so :meth:`Semaphore.wait` goes through ``device.wait_semaphores``.
+
+>>> from reference import hal
+>>> with hal.create_device("local-sync") as dev:
+...     s = dev.create_semaphore(2)
+...     s.signal(40)
+...     s.query()
+40
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from typing import Callable
+
+from .constants import MAX_SEMAPHORE_VALUE, SEMAPHORE_FAILURE_VALUE
+from .status import HalError, StatusCode
+
+Callback = Callable[[HalError | None], None]
+
+
+def check_payload(value, what: str = "value") -> int:
+    """Validate a semaphore payload given by the caller (int in [0, MAX_SEMAPHORE_VALUE])."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be an int, got {type(value).__name__}")
+    if value < 0 or value > MAX_SEMAPHORE_VALUE:
+        raise HalError(
+            StatusCode.INVALID_ARGUMENT,
+            f"{what} {value} outside [0, MAX_SEMAPHORE_VALUE={MAX_SEMAPHORE_VALUE}]",
+        )
+    return value
+
+
+class Timepoint:
+    """A registered interest in ``semaphore >= value``; :meth:`cancel` withdraws it."""
+
+    __slots__ = ("value", "callback", "cancelled")
+
+    def __init__(self, value: int, callback: Callback):
+        self.value = value
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Semaphore:
+    """A timeline semaphore owned by a device. Create with ``device.create_semaphore(initial_value)``."""
+
+    __slots__ = ("device", "id", "_lock", "_value", "_failure", "_timepoints", "_seq", "__weakref__")
+
+    def __init__(self, device, sem_id: str, initial_value: int):
+        self.device = device
+        self.id = sem_id
+        self._lock = threading.Lock()
+        self._value = initial_value
+        self._failure: HalError | None = None
+        self._timepoints: list = []  # heap of (value, seq, Timepoint)
+        self._seq = itertools.count()
+
+    def __repr__(self) -> str:
+        state = f"failed {self._failure.code.name}" if self._failure else f"value {self._value}"
+        return f"<Semaphore {self.id} {state}>"
+
+    # -- host API ----------------------------------------------------------------------------
+
+    @property
+    def payload(self) -> int:
+        """The raw timeline value, never raising: ``SEMAPHORE_FAILURE_VALUE`` once failed."""
+        return SEMAPHORE_FAILURE_VALUE if self._failure is not None else self._value
+
+    @property
+    def failure(self) -> HalError | None:
+        """The sticky failure (first one wins), or None."""
+        return self._failure
+
+    def query(self) -> int:
+        """The current value; raises the failure (same code and message) if the semaphore failed."""
+        failure = self._failure
+        if failure is not None:
+            raise failure.clone()
+        return self._value
+
+    def signal(self, value: int) -> None:
+        """Host signal: set the value to ``value`` (strictly increasing) and wake waiters."""
+        check_payload(value)
+        self.device._host_signal(self, value)
+
+    def fail(self, code: StatusCode | int, message: str = "") -> None:
+        """Fail the semaphore with a non-OK status; the first failure wins, later ones are ignored."""
+        try:
+            code = StatusCode(code)
+        except ValueError:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"code {code!r} is not a StatusCode") from None
+        if code in (StatusCode.OK, StatusCode.DEFERRED):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"code must be a failure status, got {code.name}")
+        if not isinstance(message, str):
+            raise HalError(StatusCode.INVALID_ARGUMENT, "message must be a str")
+        self.device._host_fail(self, HalError(code, message))
+
+    def wait(self, value: int, timeout: float | None = None) -> None:
+        """Block until the value reaches ``value``; raise the failure, or DEADLINE_EXCEEDED on timeout."""
+        from .constants import WaitMode
+
+        self.device.wait_semaphores(WaitMode.ALL, [(self, value)], timeout)
+
+    # -- engine API (devices, queues, waits) ----------------------------------------------------
+
+    def advance(self, value: int) -> None:
+        """Set the value and run the timepoints it satisfies. Raises like :meth:`signal`."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure.clone()
+            if value <= self._value:
+                raise HalError(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"semaphore {self.id} already signaled past {value} (current value {self._value}); "
+                    "values must strictly increase",
+                )
+            self._value = value
+            fired = []
+            heap = self._timepoints
+            while heap and heap[0][0] <= value:
+                tp = heapq.heappop(heap)[2]
+                if not tp.cancelled:
+                    fired.append(tp)
+        for tp in fired:
+            tp.callback(None)
+
+    def fail_with(self, error: HalError) -> bool:
+        """Fail with ``error`` unless already failed; run every pending timepoint. True if it took."""
+        with self._lock:
+            if self._failure is not None:
+                return False
+            self._failure = error
+            fired = [tp for _, _, tp in self._timepoints if not tp.cancelled]
+            self._timepoints = []
+        for tp in fired:
+            tp.callback(error)
+        return True
+
+    def add_timepoint(self, value: int, callback: Callback) -> Timepoint | None:
+        """Call ``callback(None)`` once the value reaches ``value``, or ``callback(failure)`` on failure.
+
+        If that already holds, the callback runs now, on this thread, and None is returned.
+        """
+        with self._lock:
+            failure = self._failure
+            if failure is None and self._value < value:
+                tp = Timepoint(value, callback)
+                heapq.heappush(self._timepoints, (value, next(self._seq), tp))
+                return tp
+        callback(failure)
+        return None
+
+    def poll(self, value: int) -> HalError | None | bool:
+        """Non-blocking state: the failure if failed, True if reached, False otherwise."""
+        failure = self._failure
+        if failure is not None:
+            return failure
+        return self._value >= value

@@ -1,0 +1,122 @@
+"""Multi-semaphore waits: argument checking shared by every device, and the real-thread blocking wait
+used by the reference drivers (HAL_SEMANTICS §A.2 S9, §A.3 L5/L6).
+
+Rules, in order: an empty list is satisfied at once; a failed semaphore makes the wait raise its
+failure (failure dominates in both ALL and ANY modes, profile [H]); a satisfied list returns; an
+immediate timeout (0) raises DEADLINE_EXCEEDED; otherwise block until one of those holds or the
+deadline passes. Relative timeouts become absolute deadlines once, at the start.
+
+>>> import math
+>>> normalize_timeout(None), normalize_timeout(0), normalize_timeout(math.inf)
+(None, 0.0, None)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Sequence
+
+from .constants import WaitMode
+from .semaphore import Semaphore, check_payload
+from .status import HalError, StatusCode
+
+
+def normalize_timeout(timeout) -> float | None:
+    """Seconds as float; None for infinite; raise INVALID_ARGUMENT naming ``timeout`` otherwise."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be seconds (float) or None, got {timeout!r}")
+    if math.isnan(timeout) or timeout < 0:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be >= 0 seconds, got {timeout!r}")
+    if math.isinf(timeout):
+        return None
+    return float(timeout)
+
+
+def check_wait_mode(mode) -> WaitMode:
+    try:
+        return WaitMode(mode)
+    except ValueError:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"mode must be WaitMode.ALL or WaitMode.ANY, got {mode!r}") from None
+
+
+def check_timepoints(device, timepoints, what: str) -> tuple[tuple[Semaphore, int], ...]:
+    """Validate a wait/signal list: a sequence of (Semaphore of this device, int value)."""
+    if timepoints is None:
+        return ()
+    try:
+        items = tuple(timepoints)
+    except TypeError:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a sequence of (Semaphore, int)") from None
+    out = []
+    for i, item in enumerate(items):
+        try:
+            sem, value = item
+        except (TypeError, ValueError):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}[{i}] must be a (Semaphore, int) pair, got {item!r}") from None
+        if not isinstance(sem, Semaphore):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}[{i}][0] must be a Semaphore, got {type(sem).__name__}")
+        if sem.device is not device:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}[{i}]: semaphore {sem.id} belongs to another device")
+        out.append((sem, check_payload(value, f"{what}[{i}] value")))
+    return tuple(out)
+
+
+def evaluate(mode: WaitMode, timepoints) -> HalError | bool:
+    """One look at the list: the first failure (list order), else whether the wait is satisfied."""
+    reached = 0
+    for sem, value in timepoints:
+        state = sem.poll(value)
+        if isinstance(state, HalError):
+            return state
+        if state:
+            reached += 1
+    if not timepoints:
+        return True
+    return reached > 0 if mode == WaitMode.ANY else reached == len(timepoints)
+
+
+def deadline_exceeded(mode: WaitMode, timepoints) -> HalError:
+    pending = ", ".join(f"{s.id}>={v} (now {s.payload})" for s, v in timepoints if s.poll(v) is False)
+    return HalError(StatusCode.DEADLINE_EXCEEDED, f"wait-{mode.name.lower()} timed out on {pending}")
+
+
+def blocking_wait(mode: WaitMode, timepoints: Sequence[tuple[Semaphore, int]], timeout: float | None) -> None:
+    """Block the calling (real) thread until the wait resolves; raise on failure or timeout."""
+    state = evaluate(mode, timepoints)
+    if isinstance(state, HalError):
+        raise state.clone()
+    if state:
+        return
+    if timeout == 0:
+        raise deadline_exceeded(mode, timepoints)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    cond = threading.Condition()
+    changed = [False]
+
+    def wake(_error):
+        with cond:
+            changed[0] = True
+            cond.notify()
+
+    registered = [s.add_timepoint(v, wake) for s, v in timepoints]
+    try:
+        with cond:
+            while True:
+                state = evaluate(mode, timepoints)
+                if isinstance(state, HalError):
+                    raise state.clone()
+                if state:
+                    return
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise deadline_exceeded(mode, timepoints)
+                changed[0] = False
+                cond.wait(remaining)
+    finally:
+        for tp in registered:
+            if tp is not None:
+                tp.cancel()

@@ -1,0 +1,118 @@
+"""The recorder every device uses to write its trace, so every device writes the same events.
+
+Event kinds and fields are documented in ``docs/trace-format.md``. Object ids are short strings
+(``s3`` semaphore, ``b7`` buffer, ``c2`` command buffer, ``e0`` executable, ``v1`` event); operation
+ids are program-order ids ``"T:N"`` — the N-th queue call of host thread T — which are stable across
+devices running the same program; a command is ``(op id, index)``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .trace import Trace
+
+
+def _tps(timepoints) -> list:
+    return [[s.id, v] for s, v in timepoints]
+
+
+def _error_fields(error) -> dict:
+    if error is None:
+        return {"status": 0}
+    return {"status": int(error.code), "message": error.message}
+
+
+class Recorder:
+    """Writes trace events stamped with the device's clock (``clock()`` → ns)."""
+
+    def __init__(self, trace: Trace, clock: Callable[[], int]):
+        self.trace = trace
+        self.clock = clock
+        self._tracks: dict[tuple[str, str], int] = {}
+        self.emit = trace.emit
+
+    def track(self, kind: str, name: str) -> int:
+        """The id of the track (host thread, queue, worker, stream, encoder) named ``name``."""
+        key = (kind, name)
+        tid = self._tracks.get(key)
+        if tid is None:
+            tid = self._tracks[key] = len(self._tracks)
+            self.emit({"ev": "track", "id": tid, "kind": kind, "name": name})
+        return tid
+
+    # -- objects -----------------------------------------------------------------------------------
+
+    def semaphore(self, sem, initial: int, thread: int) -> None:
+        self.emit({"ev": "semaphore", "t": self.clock(), "sem": sem.id, "initial": initial, "thread": thread})
+
+    def buffer(self, buf, op: str | None = None) -> None:
+        self.emit({"ev": "buffer", "t": self.clock(), "buf": buf.id, "size": buf.byte_length,
+                   "memory_type": int(buf.memory_type), "usage": int(buf.allowed_usage),
+                   "access": int(buf.allowed_access), "transient": buf.is_transient, "op": op})
+
+    def command_buffer(self, cb) -> None:
+        self.emit({"ev": "command_buffer", "t": self.clock(), "cb": cb.id, "mode": int(cb.mode),
+                   "categories": int(cb.allowed_categories), "binding_capacity": cb.binding_capacity})
+
+    def executable(self, exe) -> None:
+        self.emit({"ev": "executable", "t": self.clock(), "exe": exe.id, "library": exe.library})
+
+    def host_release(self, res_id: str) -> None:
+        """The host dropped its last reference to a resource (observed with weakref.finalize)."""
+        self.emit({"ev": "host_release", "t": self.clock(), "res": res_id})
+
+    # -- queue operations --------------------------------------------------------------------------
+
+    def op(self, op) -> None:
+        ev = {"ev": "op", "t": op.enqueue_t, "op": op.id, "kind": op.kind, "thread": op.thread,
+              "queue": op.queue, "wait": _tps(op.wait), "signal": _tps(op.signal)}
+        ev.update(op.fields)
+        self.emit(ev)
+
+    def op_done(self, op, error=None) -> None:
+        ev = {"ev": "op_done", "t": op.end_t, "op": op.id, "ready": op.ready_t, "start": op.start_t,
+              "track": op.track}
+        ev.update(_error_fields(error))
+        self.emit(ev)
+
+    def command(self, op, cmd, start: int, end: int, track: int, error=None) -> None:
+        ev = {"ev": "cmd", "t": end, "op": op.id, "index": cmd.index, "kind": cmd.kind, "start": start,
+              "track": track,
+              "access": [[r.buffer.id, r.offset, r.length, a] for r, a in cmd.accesses]}
+        if cmd.kind == "dispatch":
+            spec, wg, _consts, _binds = cmd.args
+            ev["entry"] = spec.name
+            ev["workgroups"] = list(wg) if isinstance(wg, tuple) else None
+        elif cmd.kind == "barrier":
+            ev["memory_barrier"] = cmd.args[2]
+        if error is not None:
+            ev.update(_error_fields(error))
+        self.emit(ev)
+
+    def retain(self, op, res_ids) -> None:
+        self.emit({"ev": "retain", "t": op.enqueue_t, "op": op.id, "res": list(res_ids)})
+
+    def release(self, op, res_ids) -> None:
+        self.emit({"ev": "release", "t": self.clock(), "op": op.id, "res": list(res_ids)})
+
+    def commit(self, buf, op) -> None:
+        self.emit({"ev": "commit", "t": self.clock(), "buf": buf.id, "op": op.id})
+
+    def decommit(self, buf, op) -> None:
+        self.emit({"ev": "decommit", "t": self.clock(), "buf": buf.id, "op": op.id})
+
+    # -- semaphores and host waits -----------------------------------------------------------------
+
+    def signal(self, sem, value: int, cause: str, t: int) -> None:
+        self.emit({"ev": "signal", "t": t, "sem": sem.id, "value": value, "cause": cause})
+
+    def fail(self, sem, error, cause: str, t: int) -> None:
+        self.emit({"ev": "fail", "t": t, "sem": sem.id, "status": int(error.code), "message": error.message,
+                   "cause": cause})
+
+    def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None) -> None:
+        ev = {"ev": "host_wait", "t": self.clock(), "thread": thread, "mode": mode, "wait": _tps(timepoints),
+              "start": start}
+        ev.update(_error_fields(error))
+        self.emit(ev)
