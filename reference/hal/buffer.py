@@ -102,7 +102,7 @@ class Buffer:
 
     __slots__ = (
         "device", "id", "byte_length", "memory_type", "allowed_usage", "allowed_access",
-        "compatibility", "placement", "_root", "_offset", "_storage", "_state", "__weakref__",
+        "compatibility", "placement", "_parent", "_offset", "_storage", "_state", "__weakref__",
     )
 
     def __init__(self, device, buf_id, byte_length, memory_type, usage, access, compatibility,
@@ -115,15 +115,19 @@ class Buffer:
         self.allowed_access = MemoryAccess(access)
         self.compatibility = BufferCompatibility(compatibility)
         self.placement = placement
-        self._root = self if root is None else root
+        self._parent = root  # None for an allocation itself (no self-reference: freed by refcount)
         self._offset = offset
         self._storage = storage
         # root only: "committed" | "reserved" (alloca not yet run) | "decommitted"
         self._state = "committed" if storage is not None else "reserved"
 
     def __repr__(self) -> str:
-        sub = f" @{self._offset}" if self._root is not self else ""
+        sub = f" @{self._offset}" if self._parent is not None else ""
         return f"<Buffer {self.id}{sub} {self.byte_length} B>"
+
+    @property
+    def _root(self) -> "Buffer":
+        return self._parent or self
 
     @property
     def allocation_size(self) -> int:
@@ -136,7 +140,8 @@ class Buffer:
 
     @property
     def root(self) -> "Buffer":
-        return self._root
+        """The allocation this buffer views (itself for an allocation)."""
+        return self._parent or self
 
     @property
     def is_transient(self) -> bool:

@@ -378,8 +378,8 @@ class CommandBuffer:
 def check_binding(buf, what, usage, access, memory_type, compat) -> None:
     """IREE ``iree_hal_command_buffer_validate_buffer_requirements`` order (CB13)."""
     if (buf.compatibility & compat) != compat:
-        raise HalError(StatusCode.PERMISSION_DENIED, f"{what}: buffer {buf.id} is not usable on the queue for "
-                       f"{compat!r} (memory type {buf.memory_type!r} must be DEVICE_VISIBLE)")
+        raise HalError(StatusCode.PERMISSION_DENIED, f"{what}: buffer {buf.id} lacks {compat!r} compatibility "
+                       "(queue use needs a DEVICE_VISIBLE memory type and a matching usage at allocation)")
     validate_usage(buf.allowed_usage, usage, what)
     if access:
         validate_access(buf.allowed_access, access, what)

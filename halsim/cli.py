@@ -1,0 +1,124 @@
+"""The ``halsim`` command line.
+
+``halsim demo`` runs a built-in multi-stage pipeline and writes its trace; ``halsim run PROGRAM``
+runs a host program (``file.py[:function]``, a function taking a device) on any device URI.
+Bad arguments or files print one clear line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+from reference import hal
+from reference.trace import Trace
+
+from .pipeline import demo_pipeline, summarize
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="halsim",
+        description="Simulate and check IREE-style HAL programs; run them on reference or real devices.",
+        epilog="Examples:\n"
+               "  halsim demo                          run the built-in pipeline, write traces to out/demo/\n"
+               "  halsim run prog.py:main --device local-task --trace t.json\n"
+               "  halsim devices                       list the devices this installation can create\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run the built-in pipeline and write its trace")
+    d.add_argument("--device", default="local-task", help="device URI (default: %(default)s)")
+    d.add_argument("--out", default="out/demo", help="output directory (default: %(default)s)")
+
+    r = sub.add_parser("run", help="run a host program on a device and save its trace")
+    r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
+    r.add_argument("--device", default="local-task", help="device URI, e.g. local-sync, local-task (default: %(default)s)")
+    r.add_argument("--trace", help="write the trace (JSON) to this path")
+
+    sub.add_parser("devices", help="list registered drivers and the devices they offer")
+    return p
+
+
+def load_program(spec: str):
+    """``file.py[:function]`` → the function (default ``main``); UsageError on any problem."""
+    path, _, func = spec.partition(":")
+    func = func or "main"
+    if not path.endswith(".py"):
+        raise UsageError(f"program {spec!r}: expected file.py[:function]")
+    if not os.path.isfile(path):
+        raise UsageError(f"program {path!r}: no such file")
+    module_spec = importlib.util.spec_from_file_location("_halsim_program", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - any error in the user's file is bad input here
+        raise UsageError(f"program {path!r} failed to load: {type(e).__name__}: {e}") from None
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise UsageError(f"program {path!r} has no function {func!r}")
+    return fn
+
+
+def _create(uri: str):
+    try:
+        return hal.create_device(uri)
+    except hal.HalError as e:
+        raise UsageError(f"device {uri!r}: {e}") from None
+
+
+def cmd_demo(args) -> int:
+    os.makedirs(args.out, exist_ok=True)
+    with _create(args.device) as dev:
+        result = demo_pipeline(dev)
+        path = os.path.join(args.out, f"{args.device.replace(':', '_').replace('?', '_')}.trace.json")
+        dev.trace.save(path)
+    print(summarize(Trace.load(path), title=f"demo pipeline on {args.device}"))
+    print(f"output check: {'OK' if result else 'MISMATCH'}")
+    print(f"trace: {path}")
+    return 0 if result else 1
+
+
+def cmd_run(args) -> int:
+    fn = load_program(args.program)
+    with _create(args.device) as dev:
+        try:
+            fn(dev)
+        finally:
+            if args.trace:
+                dev.trace.save(args.trace)
+    if args.trace:
+        print(summarize(Trace.load(args.trace), title=f"{args.program} on {args.device}"))
+        print(f"trace: {args.trace}")
+    return 0
+
+
+def cmd_devices(args) -> int:
+    for info in hal.available_devices():
+        caps = ", ".join(sorted(info.capabilities))
+        print(f"{info.uri:<16} {info.description}  [{caps}]")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices}[args.command](args)
+    except UsageError as e:
+        print(f"halsim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The ``halsim`` command line: demo, run, devices; bad input → one line on stderr and exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from halsim.cli import main
+from reference.trace import Trace
+
+
+def test_demo_writes_a_trace_and_checks_outputs(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "operations: 6 (1 copy, 3 execute, 1 host_call, 1 update)" in out
+    assert "output check: OK" in out
+    trace = Trace.load(tmp_path / "local-task.trace.json")
+    ops = trace.operations()
+    assert [o["kind"] for o in ops] == ["host_call", "copy", "execute", "execute", "execute", "update"]
+    assert all(o["status"] == 0 for o in ops)
+
+
+def test_demo_on_local_sync(tmp_path, capsys):
+    assert main(["demo", "--device", "local-sync", "--out", str(tmp_path)]) == 0
+    assert "output check: OK" in capsys.readouterr().out
+
+
+def test_run_program(tmp_path, capsys):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "def pipeline(dev):\n"
+        "    s = dev.create_semaphore()\n"
+        "    b = dev.allocator.allocate_buffer(8)\n"
+        "    dev.queue_fill([], [(s, 1)], b, 0, 8, 7, 1)\n"
+        "    s.wait(1, 10)\n")
+    trace = tmp_path / "t.json"
+    assert main(["run", f"{prog}:pipeline", "--device", "local-sync", "--trace", str(trace)]) == 0
+    assert "operations: 1 (1 fill)" in capsys.readouterr().out
+    assert json.loads(trace.read_text())["header"]["device"] == "local-sync"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "missing.py"], "no such file"),
+    (["run", "prog.txt"], "expected file.py[:function]"),
+    (["demo", "--device", "nope"], "no driver named 'nope'"),
+    (["demo", "--device", "local-task?bogus=1"], "unknown option 'bogus'"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and err.startswith("halsim: error: ")
+
+
+def test_program_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ValueError('boom')\n")
+    assert main(["run", str(bad)]) == 2
+    assert "failed to load: ValueError: boom" in capsys.readouterr().err
+    ok = tmp_path / "ok.py"
+    ok.write_text("x = 1\n")
+    assert main(["run", f"{ok}:nothere"]) == 2
+    assert "has no function 'nothere'" in capsys.readouterr().err
+
+
+def test_console_script_help_and_no_command():
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "halsim demo" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "halsim.cli"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "frobnicate"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "invalid choice" in r.stderr

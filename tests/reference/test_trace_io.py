@@ -1,0 +1,93 @@
+"""The trace file: atomic streamed writes, spill to disk, round trip, clear errors on bad files."""
+
+import json
+import os
+
+import pytest
+
+from reference import hal
+from reference.trace import Trace, TraceFormatError
+
+
+def small_program(dev):
+    buf = dev.allocator.allocate_buffer(64)
+    s = dev.create_semaphore()
+    dev.queue_fill([], [(s, 1)], buf, 0, 64, 0x11, 1)
+    dev.queue_copy([(s, 1)], [(s, 2)], buf, 0, buf, 32, 16)
+    s.wait(2, 10)
+
+
+def test_round_trip_is_valid_json_and_preserves_events(tmp_path, ref_device):
+    small_program(ref_device)
+    path = tmp_path / "t.json"
+    ref_device.trace.save(path)
+    doc = json.loads(path.read_text())  # the whole file is one JSON document
+    assert doc["format"] == "halsim-trace" and doc["version"] == 1
+    assert doc["header"] == {"device": ref_device.uri, "clock": "monotonic", "options": ref_device.options}
+    loaded = Trace.load(path)
+    assert list(loaded) == list(ref_device.trace) == doc["events"]
+    assert len(loaded) == len(doc["events"])
+    ops = loaded.operations()
+    assert [(o["op"], o["kind"], o["status"]) for o in ops] == [("0:0", "fill", 0), ("0:1", "copy", 0)]
+    assert ops[1]["wait"] == [[ops[1]["signal"][0][0], 1]] and ops[1]["end"] >= ops[1]["start"] >= ops[1]["ready"]
+    cmds = list(loaded.events("cmd"))
+    assert [c["access"] for c in cmds] == [[["b0", 0, 64, "w"]], [["b0", 0, 16, "r"], ["b0", 32, 16, "w"]]]
+
+
+def test_spill_to_disk_keeps_order(tmp_path):
+    t = Trace({"device": "x"}, spill_threshold=7)
+    for i in range(50):
+        t.emit({"ev": "n", "i": i})
+    assert len(t._events) < 7 and t._spooled > 0
+    assert [e["i"] for e in t] == list(range(50)) and len(t) == 50
+    t.save(tmp_path / "s.json")
+    assert [e["i"] for e in Trace.load(tmp_path / "s.json")] == list(range(50))
+
+
+def test_save_is_atomic(tmp_path):
+    path = tmp_path / "t.json"
+    good = Trace({"device": "a"})
+    good.emit({"ev": "n", "i": 1})
+    good.save(path)
+    before = path.read_bytes()
+
+    class Boom(Trace):
+        def __iter__(self):
+            yield {"ev": "n", "i": 2}
+            raise RuntimeError("crash mid-write")
+
+    with pytest.raises(RuntimeError):
+        Boom({"device": "b"}).save(path)
+    assert path.read_bytes() == before  # the old file is intact
+    assert os.listdir(tmp_path) == ["t.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"", "not a halsim trace"),
+    (b"hello\n", "not a halsim trace"),
+    (b'{"format":"other","version":1,"header":{},"events":[\n]}\n', "format 'other'"),
+    (b'{"format":"halsim-trace","version":9,"header":{},"events":[\n]}\n', "version 9"),
+    (b'{"format":"halsim-trace","version":1,"header":{},"events":[\n{"ev":"x"},\n{"ev"\n', ":3: bad event"),
+    (b'{"format":"halsim-trace","version":1,"header":{},"events":[\n{"ev":"x"}\n', "truncated"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+])
+def test_bad_files_raise_one_clear_error(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError) as ei:
+        Trace.load(path)
+    assert needle in str(ei.value) and str(path) in str(ei.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(TraceFormatError, match="cannot read"):
+        Trace.load(tmp_path / "nope.json")
+
+
+def test_host_release_is_recorded_with_ids_only(ref_device):
+    buf = ref_device.allocator.allocate_buffer(8)
+    bid = buf.id
+    del buf
+    assert [e["res"] for e in ref_device.trace.events("host_release")] == [bid]
+    for e in ref_device.trace:
+        json.dumps(e)  # only plain data: the trace never holds objects
