@@ -389,6 +389,11 @@ def check_binding(buf, what, usage, access, memory_type, compat) -> None:
 def check_dispatch(executable, entry_point, workgroups, constants, bindings, flags, device):
     """Shared by ``CommandBuffer.dispatch`` and ``queue_dispatch``: None for a no-op dispatch."""
     flags = _check_flags(flags, DispatchFlags, "flags")
+    if flags & (DispatchFlags.DYNAMIC_INDIRECT_ARGUMENTS | DispatchFlags.STATIC_INDIRECT_ARGUMENTS):
+        if len(tuple(bindings)) != 1:
+            raise HalError(StatusCode.INVALID_ARGUMENT, "flags: indirect arguments need exactly one binding, "
+                           f"got {len(tuple(bindings))}")
+        raise HalError(StatusCode.UNIMPLEMENTED, "flags: indirect arguments are not supported by the builtin kernels")
     if isinstance(workgroups, BufferRef) or (hasattr(workgroups, "byte_length")):
         wg = as_ref(workgroups, "workgroups")
         if wg.offset % 4:

@@ -128,6 +128,13 @@ class DispatchFlags(enum.IntFlag):
     NONE = 0
     DYNAMIC_INDIRECT_PARAMETERS = 1 << 0
     STATIC_INDIRECT_PARAMETERS = 1 << 1
+    CUSTOM_DIRECT_ARGUMENTS = 1 << 2
+    DYNAMIC_INDIRECT_ARGUMENTS = 1 << 3
+    STATIC_INDIRECT_ARGUMENTS = 1 << 4
+    ALLOW_INLINE_EXECUTION = 1 << 5
+    # The caller promises the executable and buffers outlive the dispatch; the reference drivers
+    # still retain them (retaining is always a correct implementation of a borrow).
+    BORROW_RESOURCE_LIFETIMES = 1 << 6
 
 
 class WaitMode(enum.IntEnum):

@@ -36,27 +36,36 @@ class TaskDevice(Device):
             op.ready_t = op.enqueue_t
             self._ready.put(op)
             return
+        # IREE local-task scans the wait list in order: a failed semaphore met before any unsatisfied one
+        # makes the call itself return that failure, after failing the op's signals (differential D1).
+        for sem, value in op.wait:
+            state = sem.poll(value)
+            if state is False:
+                break
+            if state is not True:
+                op.wait_error = state
+                op.ready_t = self.now()
+                execute_ready_op(self, op, self.recorder.track("host", f"host thread {op.thread}"))
+                raise state.clone()
         op.pending = len(op.wait) + 1  # +1 guards against dispatch while timepoints are being added
         with self._lock:
             self._pending.add(op)
         for sem, value in op.wait:
             sem.add_timepoint(value, lambda error, op=op: self._resolve_wait(op, error))
-            if op.pending == _DISPATCHED:
-                break  # a failed wait already dispatched it
         self._resolve_wait(op, None)
 
     def _resolve_wait(self, op: QueueOp, error: HalError | None) -> None:
+        # A failed wait does not dispatch the op early: like IREE, it stays pending until every wait
+        # resolved, then fails its signals with the first failure (differential D2).
         with self._lock:
             if op.pending == _DISPATCHED:
                 return
-            if error is not None:
+            if error is not None and op.wait_error is None:
                 op.wait_error = error
-                op.pending = _DISPATCHED
-            else:
-                op.pending -= 1
-                if op.pending:
-                    return
-                op.pending = _DISPATCHED
+            op.pending -= 1
+            if op.pending:
+                return
+            op.pending = _DISPATCHED
             self._pending.discard(op)
         op.ready_t = self.now()
         self._ready.put(op)
