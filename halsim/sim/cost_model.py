@@ -1,0 +1,237 @@
+"""The cost model: how long things take in virtual time (``docs/cost-model.md`` documents every field).
+
+A cost model is a flat JSON document of integer nanosecond latencies and GB/s bandwidths, plus
+per-kernel dispatch overrides. Missing fields take the personality's defaults; an unknown field is
+INVALID_ARGUMENT naming it, so a typo never silently falls back to a default.
+
+>>> m = CostModel.from_dict({"fill_latency_ns": 100, "fill_gb_per_s": 2})
+>>> m.transfer_ns("fill", 1000)  # 100 ns latency + 1000 bytes at 2 bytes/ns
+600
+>>> CostModel.from_dict({"fill_latncy_ns": 1})
+Traceback (most recent call last):
+...
+reference.hal.status.HalError: INVALID_ARGUMENT: unknown cost model field 'fill_latncy_ns'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+from reference.hal import HalError, Range, StatusCode
+
+FORMAT = "halsim-cost-model"
+VERSION = 1
+
+# Field → default. Integers are nanoseconds; *_gb_per_s are GB/s (= bytes per ns).
+DEFAULTS: dict[str, Any] = {
+    "host_api_ns": 100,
+    "submit_ns": 1_000,
+    "wake_ns": 2_000,
+    "launch_ns": 3_000,
+    "fill_latency_ns": 1_500,
+    "fill_gb_per_s": 200.0,
+    "copy_latency_ns": 1_500,
+    "copy_gb_per_s": 100.0,
+    "update_latency_ns": 2_000,
+    "update_gb_per_s": 12.0,
+    "dispatch_base_ns": 4_000,
+    "dispatch_per_workgroup_ns": 20,
+    "barrier_ns": 100,
+    "event_ns": 100,
+    "host_call_latency_ns": 10_000,
+    "alloca_ns": 500,
+    "dealloca_ns": 500,
+    "kernels": {
+        "spin": {"base_ns": 4_000, "per_workgroup_ns": 0, "per_unit_ns": 1, "unit_constant": 0},
+    },
+}
+
+# Fields of one entry of ``kernels``; None means "the global dispatch field" (base, per workgroup).
+KERNEL_FIELDS: dict[str, Any] = {"base_ns": None, "per_workgroup_ns": None, "per_unit_ns": 0, "unit_constant": None}
+
+_RATES = ("fill_gb_per_s", "copy_gb_per_s", "update_gb_per_s")
+
+
+def _bad(message: str) -> HalError:
+    return HalError(StatusCode.INVALID_ARGUMENT, message)
+
+
+def _ns(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad(f"cost model field {name!r} must be an integer number of nanoseconds >= 0, got {value!r}")
+    return value
+
+
+def _rate(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise _bad(f"cost model field {name!r} must be a bandwidth in GB/s > 0, got {value!r}")
+    return float(value)
+
+
+def _kernel(name: str, entry) -> dict:
+    if not isinstance(entry, Mapping):
+        raise _bad(f"cost model field 'kernels.{name}' must be an object, got {type(entry).__name__}")
+    out = dict(KERNEL_FIELDS)
+    for key, value in entry.items():
+        where = f"kernels.{name}.{key}"
+        if key not in KERNEL_FIELDS:
+            raise _bad(f"unknown cost model field {where!r}")
+        if key == "unit_constant":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise _bad(f"cost model field {where!r} must be a constant index >= 0 or null, got {value!r}")
+            out[key] = value
+        elif value is None and KERNEL_FIELDS[key] is None:
+            out[key] = None
+        else:
+            out[key] = _ns(value, where)
+    return out
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Durations of host calls, submission, queue launch, commands and host callbacks (all in ns)."""
+
+    host_api_ns: int = DEFAULTS["host_api_ns"]
+    submit_ns: int = DEFAULTS["submit_ns"]
+    wake_ns: int = DEFAULTS["wake_ns"]
+    launch_ns: int = DEFAULTS["launch_ns"]
+    fill_latency_ns: int = DEFAULTS["fill_latency_ns"]
+    fill_gb_per_s: float = DEFAULTS["fill_gb_per_s"]
+    copy_latency_ns: int = DEFAULTS["copy_latency_ns"]
+    copy_gb_per_s: float = DEFAULTS["copy_gb_per_s"]
+    update_latency_ns: int = DEFAULTS["update_latency_ns"]
+    update_gb_per_s: float = DEFAULTS["update_gb_per_s"]
+    dispatch_base_ns: int = DEFAULTS["dispatch_base_ns"]
+    dispatch_per_workgroup_ns: int = DEFAULTS["dispatch_per_workgroup_ns"]
+    barrier_ns: int = DEFAULTS["barrier_ns"]
+    event_ns: int = DEFAULTS["event_ns"]
+    host_call_latency_ns: int = DEFAULTS["host_call_latency_ns"]
+    alloca_ns: int = DEFAULTS["alloca_ns"]
+    dealloca_ns: int = DEFAULTS["dealloca_ns"]
+    kernels: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=lambda: {k: dict(KERNEL_FIELDS, **v) for k, v in DEFAULTS["kernels"].items()})
+
+    # -- documents ---------------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, doc: Mapping, base: "CostModel | None" = None) -> "CostModel":
+        """Fields of ``doc`` over ``base`` (default: the built-in defaults); unknown fields rejected."""
+        if not isinstance(doc, Mapping):
+            raise _bad(f"a cost model must be a JSON object, got {type(doc).__name__}")
+        base = base or cls()
+        known = {f.name for f in fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, value in doc.items():
+            if key == "format":
+                if value != FORMAT:
+                    raise _bad(f"cost model field 'format' must be {FORMAT!r}, got {value!r}")
+            elif key == "version":
+                if value != VERSION:
+                    raise _bad(f"cost model version {value!r} not supported (this reader: {VERSION})")
+            elif key == "kernels":
+                if not isinstance(value, Mapping):
+                    raise _bad(f"cost model field 'kernels' must be an object, got {type(value).__name__}")
+                kernels = {k: dict(v) for k, v in base.kernels.items()}
+                for name, entry in value.items():
+                    kernels[str(name)] = _kernel(str(name), entry)
+                changes["kernels"] = kernels
+            elif key not in known:
+                raise _bad(f"unknown cost model field {key!r}")
+            elif key in _RATES:
+                changes[key] = _rate(value, key)
+            else:
+                changes[key] = _ns(value, key)
+        return replace(base, **changes)
+
+    def to_dict(self) -> dict:
+        """The full document (every field), as :meth:`save` writes it."""
+        doc: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            doc[f.name] = {k: dict(v) for k, v in sorted(value.items())} if f.name == "kernels" else value
+        return doc
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, base: "CostModel | None" = None) -> "CostModel":
+        """Read a JSON cost model file (INVALID_ARGUMENT if unreadable, malformed or unknown fields)."""
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                doc = json.load(f)
+        except OSError as e:
+            raise _bad(f"cost model {os.fspath(path)!r} cannot be read: {e.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _bad(f"cost model {os.fspath(path)!r} is not valid JSON: {e}") from None
+        return cls.from_dict(doc, base)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the full document as JSON (every field, so the file documents the model it came from)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=False)
+            f.write("\n")
+
+    @classmethod
+    def from_option(cls, value, base: "CostModel | None" = None) -> "CostModel":
+        """The ``cost_model`` device option: None (defaults), a path, a dict, or a CostModel."""
+        if value is None:
+            return base or cls()
+        if isinstance(value, CostModel):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_dict(value, base)
+        if isinstance(value, (str, os.PathLike)):
+            return cls.load(value, base)
+        raise _bad(f"option cost_model must be a path, a dict or None, got {type(value).__name__}")
+
+    # -- durations ---------------------------------------------------------------------------------
+
+    def transfer_ns(self, kind: str, nbytes: int) -> int:
+        """``kind`` in fill/copy/update: latency + bytes at the kind's bandwidth (rounded up to 1 ns)."""
+        latency = getattr(self, f"{kind}_latency_ns")
+        rate = getattr(self, f"{kind}_gb_per_s")
+        return latency + math.ceil(nbytes / rate)
+
+    def dispatch_ns(self, kernel: str, workgroups: int, constants=()) -> int:
+        """base + per_workgroup × workgroups (+ per_unit × constants[unit_constant] for overrides)."""
+        k = self.kernels.get(kernel)
+        if k is None:
+            return self.dispatch_base_ns + self.dispatch_per_workgroup_ns * workgroups
+        base = self.dispatch_base_ns if k["base_ns"] is None else k["base_ns"]
+        per_wg = self.dispatch_per_workgroup_ns if k["per_workgroup_ns"] is None else k["per_workgroup_ns"]
+        ns = base + per_wg * workgroups
+        index = k["unit_constant"]
+        if index is not None and index < len(constants) and k["per_unit_ns"]:
+            ns += k["per_unit_ns"] * (constants[index] & 0xFFFFFFFF)
+        return ns
+
+    def command_ns(self, cmd) -> int:
+        """Duration of one resolved command (``reference.hal.Cmd``)."""
+        kind = cmd.kind
+        if kind in ("fill", "update", "copy"):
+            return self.transfer_ns(kind, cmd.accesses[-1][0].length if cmd.accesses else 0)
+        if kind == "dispatch":
+            spec, wg, constants, _ = cmd.args
+            return self.dispatch_ns(spec.name, workgroup_count(wg), constants)
+        if kind == "barrier":
+            return self.barrier_ns
+        return self.event_ns  # signal_event, reset_event, wait_events
+
+    def op_ns(self, kind: str) -> int:
+        """Body duration of an op without commands: alloca, dealloca, host_call (latency to the call)."""
+        return {"alloca": self.alloca_ns, "dealloca": self.dealloca_ns,
+                "host_call": self.host_call_latency_ns}.get(kind, 0)
+
+
+def workgroup_count(workgroups) -> int:
+    """x·y·z of a workgroup tuple, or of the three u32 an indirect dispatch reads (0 if unreadable)."""
+    if isinstance(workgroups, Range):
+        try:
+            workgroups = struct.unpack_from("<3I", workgroups.view("dispatch workgroups"))
+        except (HalError, struct.error):
+            return 0
+    x, y, z = workgroups
+    return x * y * z

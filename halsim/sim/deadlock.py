@@ -1,0 +1,228 @@
+"""Deadlock diagnosis: :class:`DeadlockError` and the wait-for report it carries (DESIGN §5).
+
+When every host thread is blocked and no simulated work is pending, nothing can ever change a
+semaphore again. The report names the wait-for chain: each blocked host thread and what it waits
+for, each pending queue operation and the semaphore values it needs, who could signal them (pending
+operations whose signal lists reach the value) or that nobody can, and the cycles among pending
+operations (found with networkx).
+
+>>> from reference import hal
+>>> from halsim.sim.driver import driver
+>>> dev = driver.create_device("generic")
+>>> a, b = dev.create_semaphore(), dev.create_semaphore()
+>>> dev.queue_barrier([(a, 1)], [(b, 1)])
+>>> dev.queue_barrier([(b, 1)], [(a, 1)])
+>>> try:
+...     b.wait(1)
+... except DeadlockError as e:
+...     print(e.code.name, [c.semaphores for c in e.report.cycles])
+ABORTED [('s0', 's1')]
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+
+import networkx as nx
+
+from reference.hal import HalError, StatusCode
+
+MAX_CYCLES = 16
+_WORDS = {1: "one", 2: "two", 3: "three", 4: "four"}
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """One unmet ``semaphore >= value`` and who could still meet it."""
+
+    sem: str
+    value: int
+    current: int
+    signalers: tuple[str, ...]  # ids of pending operations whose signal list reaches the value
+
+    def __str__(self) -> str:
+        return f"{self.sem}>={self.value} (now {self.current})"
+
+    def why(self) -> str:
+        if self.signalers:
+            return f"{self.sem}>={self.value} would be signaled by pending op {', '.join(self.signalers)}"
+        return f"no pending operation or host thread signals {self.sem} to >= {self.value}"
+
+
+@dataclass(frozen=True)
+class BlockedThread:
+    """A host thread blocked in a device call."""
+
+    thread: int
+    call: str
+    mode: str
+    waits: tuple[WaitState, ...]
+    deadline: int | None
+    op: str | None = None  # the queue operation a blocking queue call (sim:sync) waits to run
+
+    def __str__(self) -> str:
+        what = f" {self.mode} of " if len(self.waits) > 1 else " "
+        until = "" if self.deadline is None else f", deadline t={self.deadline} ns"
+        return f"host thread {self.thread} blocked in {self.call} waiting for{what}" \
+               f"{', '.join(map(str, self.waits)) or 'nothing'}{until}"
+
+
+@dataclass(frozen=True)
+class PendingOp:
+    """A queue operation whose waits are not all met."""
+
+    op: str
+    kind: str
+    queue: int
+    waits: tuple[WaitState, ...]
+    signals: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        sig = ", ".join(f"{s}={v}" for s, v in self.signals) or "nothing"
+        return f"op {self.op} ({self.kind}, queue {self.queue}) waits for {', '.join(map(str, self.waits))}; " \
+               f"signals {sig}"
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """Pending operations that wait on each other: ``ops[i]`` waits for ``semaphores[i]``, which only
+    ``ops[i+1]`` (cyclically) would signal."""
+
+    ops: tuple[str, ...]
+    semaphores: tuple[str, ...]
+    values: tuple[int, ...]
+
+    def __str__(self) -> str:
+        n = len(set(self.semaphores))
+        steps = "; ".join(f"{op} waits {s}>={v}, signaled by {self.ops[(i + 1) % len(self.ops)]}"
+                          for i, (op, s, v) in enumerate(zip(self.ops, self.semaphores, self.values)))
+        return f"{_WORDS.get(n, str(n))}-semaphore cycle {' -> '.join(self.semaphores)}: {steps}"
+
+
+@dataclass(frozen=True)
+class DeadlockReport:
+    """Why nothing can advance: the structured form of a :class:`DeadlockError`'s message."""
+
+    time: int
+    threads: tuple[BlockedThread, ...]
+    ops: tuple[PendingOp, ...]
+    cycles: tuple[Cycle, ...]
+
+    @property
+    def unsignaled(self) -> tuple[WaitState, ...]:
+        """Waits that no pending operation can meet (each semaphore/value once)."""
+        seen, out = set(), []
+        for w in [w for t in self.threads for w in t.waits] + [w for o in self.ops for w in o.waits]:
+            if not w.signalers and (w.sem, w.value) not in seen:
+                seen.add((w.sem, w.value))
+                out.append(w)
+        return tuple(out)
+
+    def __str__(self) -> str:
+        lines = [f"deadlock at t={self.time} ns: every host thread is blocked and no simulated work is pending"]
+        for t in self.threads:
+            lines.append(f"  {t}")
+            lines.extend(f"    {w.why()}" for w in t.waits if w.signalers)
+        blocked_ops = {t.op for t in self.threads}
+        ops = [o for o in self.ops if o.op not in blocked_ops]
+        if ops:
+            lines.append("pending queue operations:")
+            for o in ops:
+                lines.append(f"  {o}")
+                lines.extend(f"    {w.why()}" for w in o.waits if w.signalers)
+        if self.cycles:
+            lines.append("cycles:")
+            lines.extend(f"  {c}" for c in self.cycles)
+        missing = self.unsignaled
+        if missing:
+            lines.append("waits nothing can meet:")
+            lines.extend(f"  {w.why()}" for w in missing)
+        return "\n".join(lines)
+
+
+class DeadlockError(HalError):
+    """A blocked host call that can never return. ``code`` is ABORTED, or DEADLINE_EXCEEDED when the call
+    had a finite timeout (raised at its deadline); ``report`` is the :class:`DeadlockReport`."""
+
+    def __init__(self, code, message: str, report: DeadlockReport | None = None):
+        super().__init__(code, message)
+        self.report = report
+
+    def clone(self) -> "DeadlockError":
+        return DeadlockError(self.code, self.message, self.report)
+
+    def __reduce__(self):
+        return (DeadlockError, (self.code, self.message, self.report))
+
+
+def deadlock_error(report: DeadlockReport, thread: BlockedThread | None, timed_out: bool) -> DeadlockError:
+    """The error one blocked call raises: its own first line, then the whole report."""
+    who = f"host thread {thread.thread} in {thread.call}" if thread else "a blocked call"
+    if timed_out:
+        head = f"deadlock: {who} reached its deadline; nothing could have signaled it"
+        code = StatusCode.DEADLINE_EXCEEDED
+    else:
+        head = f"deadlock: {who} can never return"
+        code = StatusCode.ABORTED
+    return DeadlockError(code, f"{head}\n{report}", report)
+
+
+# -- building the report -------------------------------------------------------------------------------
+
+def _current(sem) -> int:
+    return sem.payload
+
+
+def _wait_states(waits, signalers_of) -> tuple[WaitState, ...]:
+    out = []
+    for sem, value in waits:
+        if sem.poll(value) is True:
+            continue
+        out.append(WaitState(sem.id, value, _current(sem), signalers_of(sem.id, value)))
+    return tuple(out)
+
+
+def build_report(time: int, blocks, ops) -> DeadlockReport:
+    """Report for blocked host calls ``blocks`` (objects with ``thread.index``, ``call``, ``mode``,
+    ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps)."""
+    all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
+    signals: dict[str, list[tuple[int, str]]] = {}
+    for op in all_ops:
+        for sem, value in op.signal:
+            signals.setdefault(sem.id, []).append((value, op.id))
+
+    def signalers_of(sem_id: str, value: int) -> tuple[str, ...]:
+        return tuple(op_id for v, op_id in signals.get(sem_id, ()) if v >= value)
+
+    threads = tuple(
+        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signalers_of), b.deadline,
+                      b.op.id if b.op is not None else None)
+        for b in sorted(blocks, key=lambda b: b.thread.index))
+    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signalers_of),
+                              tuple((s.id, v) for s, v in op.signal)) for op in all_ops)
+    return DeadlockReport(time, threads, pending, find_cycles(pending))
+
+
+def find_cycles(ops: tuple[PendingOp, ...]) -> tuple[Cycle, ...]:
+    """Cycles of the wait-for graph among pending operations (op → the op that would signal its wait)."""
+    graph = nx.DiGraph()
+    for o in ops:
+        graph.add_node(o.op)
+        for w in o.waits:
+            for signaler in w.signalers:
+                if not graph.has_edge(o.op, signaler):
+                    graph.add_edge(o.op, signaler, sem=w.sem, value=w.value)
+    out = []
+    for nodes in islice(nx.simple_cycles(graph), MAX_CYCLES):
+        first = nodes.index(min(nodes, key=_op_key))  # stable start: the earliest op id
+        nodes = nodes[first:] + nodes[:first]
+        edges = [graph.edges[nodes[i], nodes[(i + 1) % len(nodes)]] for i in range(len(nodes))]
+        out.append(Cycle(tuple(nodes), tuple(e["sem"] for e in edges), tuple(e["value"] for e in edges)))
+    return tuple(sorted(out, key=lambda c: [_op_key(o) for o in c.ops]))
+
+
+def _op_key(op_id: str) -> tuple[int, int]:
+    thread, _, seq = op_id.partition(":")
+    return int(thread), int(seq)

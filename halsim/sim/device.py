@@ -1,0 +1,300 @@
+"""The simulated device: the HAL contract on a SimPy engine in virtual time (DESIGN §5).
+
+:class:`SimDevice` is what every personality shares: the engine (a SimPy environment counting integer
+nanoseconds from 0), the cost model, the options, host threads on virtual time (:mod:`.host`), the
+semaphore history (:mod:`.history`), blocking host waits and ``sleep``, resource lifetimes
+(:mod:`.lifetimes`) and deadlock reports (:mod:`.deadlock`). A personality (``personalities/``)
+decides how queue operations are scheduled: it implements ``_submit`` and, when it keeps operations
+pending, ``_pending_ops`` and ``_cancel_pending``.
+
+Every device call is serialized by one lock and charges the calling thread's clock with
+``host_api_ns`` (queue calls also ``submit_ns``); queries, buffer mapping and command recording are free.
+
+>>> from halsim.sim.driver import driver
+>>> dev = driver.create_device("generic", cost_model={"host_api_ns": 0, "submit_ns": 0})
+>>> dev.sleep(3600)          # one hour of virtual time, at once
+>>> dev.now()
+3600000000000
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import threading
+
+import simpy
+
+from reference.hal import Device, HalError, StatusCode, WaitMode
+from reference.hal.queue_op import QueueOp, retire
+from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
+
+from .cost_model import CostModel
+from .deadlock import build_report
+from .history import SemaphoreHistory
+from .host import HostThreads
+from .lifetimes import SimRecorder, unretain
+
+MAX_QUEUES = 64
+OPTIONS = {"queues": 1, "cost_model": None, "seed": 0, "max_concurrency": 4, "retain_resources": True}
+
+
+def to_ns(seconds: float) -> int:
+    """Seconds (as normalized by ``normalize_timeout``) to integer virtual nanoseconds."""
+    return int(round(seconds * 1_000_000_000))
+
+
+def _api(submit: bool = False, cost: bool = True):
+    """Make a Device method a serialized device call that registers the caller and charges its clock."""
+    def decorate(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            with self._lock:
+                local = self._local
+                depth = getattr(local, "depth", 0)
+                if depth == 0 and not self.threads.in_sim():
+                    self.host_thread()
+                    self.threads.touch()
+                    if cost:
+                        self.threads.charge(self.cost.host_api_ns + (self.cost.submit_ns if submit else 0))
+                local.depth = depth + 1
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    local.depth = depth
+        return call
+    return decorate
+
+
+def check_options(options: dict) -> dict:
+    """Validate the sim driver's options (INVALID_ARGUMENT naming the option)."""
+    def integer(name, low, high=None):
+        v = options[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
+            bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"option {name}={v!r} must be an int {bound}")
+        return v
+
+    integer("queues", 1, MAX_QUEUES)
+    integer("max_concurrency", 1)
+    if isinstance(options["seed"], bool) or not isinstance(options["seed"], int):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"option seed={options['seed']!r} must be an int")
+    if not isinstance(options["retain_resources"], bool):
+        raise HalError(StatusCode.INVALID_ARGUMENT,
+                       f"option retain_resources={options['retain_resources']!r} must be a bool")
+    return options
+
+
+class SimDevice(Device):
+    """Base of the simulated devices. Subclasses set ``personality`` and implement ``_schedule(op)``."""
+
+    clock_kind = "virtual"
+    personality = ""
+    cost_defaults: dict = {}
+
+    def __init__(self, uri: str, options: dict | None = None):
+        options = check_options({**OPTIONS, **(options or {})})
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self.env = simpy.Environment()
+        self.cost = CostModel.from_option(options["cost_model"], CostModel.from_dict(self.cost_defaults))
+        self.queue_count = options["queues"]
+        self.max_concurrency = options["max_concurrency"]
+        self.retain_resources = options["retain_resources"]
+        self.rng = random.Random(options["seed"])  # for models with randomness; generic and sync have none
+        self.history = SemaphoreHistory(self.cost.wake_ns)
+        self.threads = HostThreads(self.env, self._lock, self._diagnose)
+        self._thread_count = 0
+        self._sim_thread: int | None = None
+        self._host_call_op: QueueOp | None = None
+        super().__init__(uri, options)
+        self.trace.header["personality"] = self.personality
+        self.trace.header["cost_model"] = self.cost.to_dict()
+        self.recorder = SimRecorder(self.trace, self.now, self.retain_resources)
+
+    # -- clock and host threads ---------------------------------------------------------------------
+
+    def now(self) -> int:
+        """Virtual nanoseconds: the simulator's time, plus the calling host thread's unblocked work."""
+        return self.threads.clock()
+
+    def host_thread(self) -> int:
+        """Index of the calling host thread; registering it on its first call (see :mod:`.host`)."""
+        threads = self.threads
+        if threads.in_sim():  # host calls the simulator runs get their own, deterministic, index
+            if self._sim_thread is None:
+                self._sim_thread = self._new_thread_index("host calls")
+            return self._sim_thread
+        ht = threads.current()
+        if ht is None:
+            with self._lock:
+                threads.await_earlier_threads()
+                ht = threads.current()
+                if ht is None:
+                    index = self._new_thread_index(None)
+                    ht = threads.register(index)
+        return ht.index
+
+    def _new_thread_index(self, name: str | None) -> int:
+        index = self._thread_count
+        self._thread_count += 1
+        self._op_seq[index] = itertools.count()
+        self.recorder.track("host", name or f"host thread {index}")
+        return index
+
+    def _actor(self):
+        if self.threads.in_sim():
+            return None
+        ht = self.threads.current()
+        return ht.index if ht is not None else None
+
+    @_api(cost=False)
+    def sleep(self, seconds: float) -> None:
+        """Advance the calling thread's virtual time by ``seconds``; the device runs meanwhile."""
+        seconds = normalize_timeout(seconds)
+        if seconds is None:
+            raise HalError(StatusCode.INVALID_ARGUMENT, "sleep needs a finite number of seconds")
+        self._sleep_ns(to_ns(seconds))
+
+    def _sleep_ns(self, ns: int) -> None:
+        if ns <= 0:
+            return
+        if self.threads.in_sim():
+            raise HalError(StatusCode.FAILED_PRECONDITION, "a host call run by the simulator cannot sleep; "
+                           "return StatusCode.DEFERRED and signal from a host thread instead")
+        self.threads.block(self.threads.sleep_block(ns))
+
+    # -- API calls (serialized, charged) -------------------------------------------------------------
+
+    create_semaphore = _api()(Device.create_semaphore)
+    create_command_buffer = _api()(Device.create_command_buffer)
+    create_event = _api()(Device.create_event)
+    load_executable = _api()(Device.load_executable)
+    _new_buffer = _api()(Device._new_buffer)
+    wait_semaphores = _api()(Device.wait_semaphores)
+    queue_execute = _api(submit=True)(Device.queue_execute)
+    queue_barrier = _api(submit=True)(Device.queue_barrier)
+    queue_alloca = _api(submit=True)(Device.queue_alloca)
+    queue_dealloca = _api(submit=True)(Device.queue_dealloca)
+    queue_fill = _api(submit=True)(Device.queue_fill)
+    queue_update = _api(submit=True)(Device.queue_update)
+    queue_copy = _api(submit=True)(Device.queue_copy)
+    queue_dispatch = _api(submit=True)(Device.queue_dispatch)
+    queue_host_call = _api(submit=True)(Device.queue_host_call)
+    queue_flush = _api()(Device.queue_flush)
+    close = _api(cost=False)(Device.close)
+
+    # -- semaphores ----------------------------------------------------------------------------------
+
+    @_api()
+    def _host_signal(self, sem, value: int) -> None:
+        op = self._host_call_op if self.threads.in_sim() else None
+        self._signal_semaphore(sem, value, op.id if op is not None else f"host:{self.host_thread()}")
+
+    @_api()
+    def _host_fail(self, sem, error: HalError) -> None:
+        op = self._host_call_op if self.threads.in_sim() else None
+        self._fail_semaphore(sem, error, op.id if op is not None else f"host:{self.host_thread()}")
+
+    def _signal_semaphore(self, sem, value: int, cause: str) -> None:
+        t = self.now()
+        fresh = sem.failure is None and value > sem.payload
+        if fresh:  # recorded before advancing: timepoint callbacks read the history
+            self.history.signaled(sem.id, value, t, self._actor())
+        try:
+            sem.advance(value)
+        except HalError:
+            if fresh:
+                self.history.retract(sem.id)
+            raise
+        self.recorder.signal(sem, value, cause, t)
+
+    def _fail_semaphore(self, sem, error: HalError, cause: str) -> None:
+        t = self.now()
+        if sem.failure is None:
+            self.history.failed(sem.id, t, self._actor())
+        if sem.fail_with(error.clone()):
+            self.recorder.fail(sem, error, cause, t)
+
+    def _host_wait(self, mode, timepoints, timeout) -> None:
+        timeout_ns = None if timeout is None else to_ns(timeout)
+        self.wait_blocking(mode, timepoints, timeout_ns, f"wait_semaphores({mode.name.lower()})")
+
+    def wait_blocking(self, mode: WaitMode, timepoints, timeout_ns: int | None, call: str, op=None) -> None:
+        """Block the calling host thread until the wait resolves (virtual time advances meanwhile);
+        raise the failure, DEADLINE_EXCEEDED, or a DeadlockError when nothing can resolve it."""
+        threads = self.threads
+        start = self.now()
+        deadline = None if timeout_ns is None else start + timeout_ns
+        me = self._actor()
+        state = evaluate(mode, timepoints)
+        if state is not False:
+            t = max(start, self.history.resolved_at(mode, timepoints, state, me, start))
+            if deadline is not None and t > deadline:
+                threads.move_to(deadline)
+                raise deadline_exceeded(mode, timepoints)
+            threads.move_to(t)
+            if isinstance(state, HalError):
+                raise state.clone()
+            return
+        if deadline == start:
+            raise deadline_exceeded(mode, timepoints)
+        if threads.in_sim():
+            raise HalError(StatusCode.FAILED_PRECONDITION, "a host call run by the simulator cannot block on "
+                           "an unsignaled semaphore; return StatusCode.DEFERRED and signal later instead")
+        block = threads.new_block(call, mode.name.lower(), tuple(timepoints), deadline, op, start)
+
+        def changed(_error):
+            outcome = evaluate(mode, timepoints)
+            if outcome is False:
+                return
+            at = self.history.resolved_at(mode, timepoints, outcome, me, block.start)
+            threads.resolve(block, outcome.clone() if isinstance(outcome, HalError) else None, at)
+
+        registered = [sem.add_timepoint(value, changed) for sem, value in timepoints]
+        try:
+            outcome = threads.block(block)
+        finally:
+            for tp in registered:
+                if tp is not None:
+                    tp.cancel()
+        if outcome is not None:
+            raise outcome
+
+    # -- queue operations ----------------------------------------------------------------------------
+
+    def _submit(self, op: QueueOp) -> None:
+        if not self.retain_resources:
+            unretain(op)
+        self._schedule(op)
+
+    def _schedule(self, op: QueueOp) -> None:
+        raise NotImplementedError
+
+    def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> None:
+        """Trace the op's end and retire it: release what it retained, then signal or fail."""
+        self.recorder.op_done(op, error)
+        retire(self, op, error, should_signal)
+
+    def _pending_ops(self) -> list[QueueOp]:
+        """Operations waiting on semaphores (for deadlock reports)."""
+        return []
+
+    def _cancel_pending(self, error: HalError) -> None:
+        """Resolve every pending operation's waits with ``error`` (device shutdown)."""
+
+    def _diagnose(self, blocks):
+        # The deadlock is certain from the moment the last of the blocked calls was made.
+        t = max([self.env.now] + [b.start for b in blocks])
+        return build_report(t, blocks, self._pending_ops())
+
+    def _shutdown(self) -> None:
+        # IREE [H]: work in flight completes; operations still waiting are cancelled.
+        while True:
+            self._cancel_pending(HalError(StatusCode.CANCELLED, "queue shutting down"))
+            self.threads.run_until_idle()
+            if not self._pending_ops():
+                break
+        self.threads.release_all(HalError(StatusCode.CANCELLED, f"device {self.uri!r} was closed"))

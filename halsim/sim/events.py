@@ -1,0 +1,76 @@
+"""SimPy events the device models are built from.
+
+:class:`WaitsResolved` is a queue operation's wait list as one event: it succeeds, at the virtual
+time the device sees the last wait reached, with value None — or, as soon as one wait semaphore
+fails, with that failure (HalError) as its value. It is driven by semaphore timepoints, so it works
+whoever signals: a host thread (whose clock may run ahead of the simulator: the event then fires at
+the signal's virtual time) or another operation.
+
+>>> from halsim.sim.driver import driver
+>>> dev = driver.create_device("generic")
+>>> s = dev.create_semaphore()
+>>> w = WaitsResolved(dev, [(s, 2)])
+>>> s.signal(2)                      # host thread 0 signals at its clock, t = 200 ns
+>>> dev.threads.run_until_idle()
+>>> (w.value, dev.env.now)
+(None, 200)
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+import simpy
+from simpy.events import NORMAL
+
+from reference.hal import HalError
+
+
+class WaitsResolved(simpy.Event):
+    """Every ``(semaphore, value)`` of ``waits`` reached (value None), or one failed (value: the error)."""
+
+    def __init__(self, device, waits):
+        super().__init__(device.env)
+        self.device = device
+        self.waits = tuple(waits)
+        self.done = False
+        self._left = len(self.waits)
+        self._timepoints = []
+        if not self.waits:
+            self._fire(None, self.env.now)
+            return
+        for sem, value in self.waits:
+            tp = sem.add_timepoint(value, self._on_change)
+            if self.done:
+                break
+            if tp is not None:
+                self._timepoints.append(tp)
+
+    def _on_change(self, error: HalError | None) -> None:
+        if self.done:
+            return
+        history = self.device.history
+        if error is not None:
+            t = next((history.failure(s.id)[0] for s, _ in self.waits if s.failure is error), self.env.now)
+            self._fire(error, t)
+            return
+        self._left -= 1
+        if self._left == 0:
+            self._fire(None, history.ready_at(self.waits))
+
+    def _fire(self, value, t: int) -> None:
+        self.done = True
+        for tp in self._timepoints:
+            tp.cancel()
+        self._timepoints = []
+        self._ok = True
+        self._value = value
+        self.env.schedule(self, NORMAL, max(0, t - self.env.now))
+
+    def cancel(self, error: HalError) -> None:
+        """Resolve now with ``error`` unless already resolved (queue shutdown)."""
+        if not self.done:
+            self._fire(error, self.env.now)
+
+    def unmet(self) -> list:
+        """The ``(semaphore, value)`` pairs not reached yet."""
+        return [(s, v) for s, v in self.waits if s.poll(v) is not True]

@@ -1,0 +1,99 @@
+"""Semaphore history: when each semaphore reached each value, and who made it so.
+
+Host threads run concurrently in real time but each has its own virtual clock, so "already signaled"
+at the moment a wait is called says nothing about virtual time. A wait therefore returns at the
+virtual time its condition became true *as seen by the waiter*: the signal's time, plus the
+semaphore-signal-to-wake latency (``wake_ns``) when another host thread signaled, or when the device
+signaled after the waiter blocked. Computing it from the history, not from the order in which real
+threads happened to run, keeps traces of synchronized multi-thread programs deterministic.
+
+>>> h = SemaphoreHistory(wake_ns=50)
+>>> h.signaled("s0", 1, t=100, actor=None)   # the device signaled s0 = 1 at t=100
+>>> h.signaled("s0", 5, t=300, actor=1)      # host thread 1 signaled s0 = 5 at t=300
+>>> h.reached("s0", 2)
+(300, 1)
+>>> h.effective(300, 1, me=0, start=0)       # thread 0 sees thread 1's signal after the wake latency
+350
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from reference.hal import HalError, WaitMode
+
+Actor = int | None  # a host thread index, or None for the device (queue operations, host calls it runs)
+
+
+class SemaphoreHistory:
+    __slots__ = ("wake_ns", "_values", "_times", "_actors", "_failed")
+
+    def __init__(self, wake_ns: int):
+        self.wake_ns = wake_ns
+        self._values: dict[str, list[int]] = {}
+        self._times: dict[str, list[int]] = {}
+        self._actors: dict[str, list[Actor]] = {}
+        self._failed: dict[str, tuple[int, Actor]] = {}
+
+    # -- recording -----------------------------------------------------------------------------------
+
+    def signaled(self, sem_id: str, value: int, t: int, actor: Actor) -> None:
+        values = self._values.get(sem_id)
+        if values is None:
+            values = self._values[sem_id] = []
+            self._times[sem_id] = []
+            self._actors[sem_id] = []
+        values.append(value)
+        self._times[sem_id].append(t)
+        self._actors[sem_id].append(actor)
+
+    def retract(self, sem_id: str) -> None:
+        """Forget the last :meth:`signaled` (the signal was rejected)."""
+        self._values[sem_id].pop()
+        self._times[sem_id].pop()
+        self._actors[sem_id].pop()
+
+    def failed(self, sem_id: str, t: int, actor: Actor) -> None:
+        self._failed.setdefault(sem_id, (t, actor))
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    def reached(self, sem_id: str, value: int) -> tuple[int, Actor]:
+        """(time, actor) of the first signal that made the semaphore >= value; (0, None) if its initial
+        value already was."""
+        values = self._values.get(sem_id)
+        if not values:
+            return 0, None
+        i = bisect_left(values, value)
+        if i == len(values):
+            return 0, None
+        return self._times[sem_id][i], self._actors[sem_id][i]
+
+    def failure(self, sem_id: str) -> tuple[int, Actor]:
+        return self._failed.get(sem_id, (0, None))
+
+    def effective(self, t: int, actor: Actor, me: Actor, start: int) -> int:
+        """When a waiter (host thread ``me``, blocked since ``start``) observes a change made at ``t``."""
+        if actor is not None and actor == me:
+            return t
+        if actor is not None or t > start:
+            return t + self.wake_ns
+        return t
+
+    def resolved_at(self, mode: WaitMode, timepoints, outcome, me: Actor, start: int) -> int:
+        """Virtual time at which host thread ``me`` observes that its wait resolved with ``outcome``
+        (a HalError: the first failed semaphore in list order; else satisfaction per ``mode``)."""
+        if isinstance(outcome, HalError):
+            for sem, _ in timepoints:
+                if sem.failure is not None:
+                    return self.effective(*self.failure(sem.id), me, start)
+            return start
+        times = [self.effective(*self.reached(sem.id, value), me, start)
+                 for sem, value in timepoints if sem.poll(value) is True]
+        if not times:
+            return start
+        return min(times) if mode == WaitMode.ANY else max(times)
+
+    def ready_at(self, waits) -> int:
+        """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency)."""
+        return max((self.reached(sem.id, value)[0] for sem, value in waits), default=0)

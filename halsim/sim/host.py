@@ -1,0 +1,357 @@
+"""Host threads on virtual time (Trio ``MockClock(autojump_threshold=0)`` style).
+
+Host programs are ordinary Python, possibly with several real threads. Every device call runs under
+one lock. A host thread is *registered* at its first device call; it is then RUNNING (executing
+Python outside a blocking device call) or BLOCKED (inside one: a semaphore wait, ``device.sleep``, a
+blocking queue call). Virtual time advances only when every *candidate* thread is BLOCKED; candidates
+are the registered live threads plus threads started after the device was created that have not
+called it yet (for at most :data:`GRACE_S` of real time, so an unrelated thread cannot freeze the
+simulation). Whoever blocks last *drives*: it steps the SimPy environment until some blocked call is
+released (its condition held, its deadline passed, or a deadlock was found), and the released threads
+are woken through condition variables. Blocked threads poll every :data:`POLL_S` so they notice dead
+threads; nothing here sleeps in real time otherwise.
+
+One relaxation keeps ``Thread.join`` on a thread blocked in the device from hanging: a running thread
+that made no device call for :data:`STALL_S` of real time is *stalled*. Stalled threads let simulated
+work proceed (queue operations, sleeps), but no deadline expires and no deadlock is declared while
+one is alive, since it may still signal.
+
+Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
+their indices do not depend on which one reaches the device first.
+
+Each registered thread has a clock: ``env.now + lag``. Non-blocking calls add their host cost to the
+lag (virtual time the thread spent without blocking); a release sets the clock to the release time.
+
+>>> import simpy, threading
+>>> threads = HostThreads(simpy.Environment(), threading.RLock(), diagnose=None)
+>>> with threads.lock:
+...     me = threads.register(0)
+...     b = threads.sleep_block(1_000)      # sleep 1 µs of virtual time
+...     threads.block(b)
+>>> threads.clock()
+1000
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from reference.hal import HalError, StatusCode, WaitMode
+from reference.hal.wait import deadline_exceeded
+
+from .deadlock import deadlock_error
+
+POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
+GRACE_S = 2.0  # real seconds an unregistered new thread counts as "about to call the device"
+STALL_S = 0.1  # real seconds without a device call after which a running thread no longer holds back work
+INF = float("inf")
+
+RUNNING, BLOCKED = "running", "blocked"
+PENDING, RESOLVED, RELEASED = "pending", "resolved", "released"
+ACTIVE, STALLED, ALL_BLOCKED = "active", "stalled", "all blocked"
+
+
+class HostThread:
+    """A registered host thread: its index, real thread, clock lag and current blocking call."""
+
+    __slots__ = ("index", "thread", "lag", "state", "block", "active_at")
+
+    def __init__(self, index: int, thread: threading.Thread):
+        self.index = index
+        self.thread = thread
+        self.lag = 0
+        self.state = RUNNING
+        self.block: Block | None = None
+        self.active_at = time.monotonic()  # real time of its last device call or wake-up
+
+    def __repr__(self) -> str:
+        return f"<HostThread {self.index} {self.state} lag={self.lag}>"
+
+
+class Block:
+    """One blocking host call: what it waits for, until when, and how it ended (``outcome``: None for
+    success or the HalError to raise)."""
+
+    __slots__ = ("thread", "call", "mode", "timepoints", "start", "deadline", "op", "state", "outcome",
+                 "release_t", "cond")
+
+    def __init__(self, thread: HostThread, call: str, mode: str, timepoints, start: int,
+                 deadline: int | None, op, cond: threading.Condition):
+        self.thread = thread
+        self.call = call
+        self.mode = mode
+        self.timepoints = timepoints
+        self.start = start
+        self.deadline = deadline
+        self.op = op
+        self.state = PENDING
+        self.outcome: HalError | None = None
+        self.release_t = start
+        self.cond = cond
+
+    def timeout_error(self) -> HalError:
+        if self.timepoints:
+            return deadline_exceeded(WaitMode[self.mode.upper()], self.timepoints)
+        return HalError(StatusCode.DEADLINE_EXCEEDED, f"{self.call} timed out")
+
+
+class HostThreads:
+    """The registered host threads of one device and the rule for advancing virtual time.
+
+    ``diagnose(blocks)`` builds the :class:`~halsim.sim.deadlock.DeadlockReport` for pending blocks.
+    """
+
+    def __init__(self, env, lock: threading.RLock, diagnose):
+        self.env = env
+        self.lock = lock
+        self.diagnose = diagnose
+        self._by_ident: dict[int, HostThread] = {}
+        self._order: list[HostThread] = []
+        self._known = set(threading.enumerate())  # threads that existed before the device
+        self._first_seen: dict[threading.Thread, float] = {}
+        self._sim_ident: int | None = None
+        self._releases = 0
+        self._changes = 0  # bumped whenever a block is created, resolved or released
+        self._user_code = False
+
+    # -- identity and clocks -------------------------------------------------------------------------
+
+    def in_sim(self) -> bool:
+        """Whether the caller is the simulator itself (running a queue operation or a host call)."""
+        return self._sim_ident == threading.get_ident()
+
+    def current(self) -> HostThread | None:
+        """The calling thread's record, if it registered (the same real thread, not a reused ident)."""
+        ht = self._by_ident.get(threading.get_ident())
+        if ht is not None and ht.thread is not threading.current_thread():
+            return None
+        return ht
+
+    def await_earlier_threads(self) -> None:
+        """Before the calling thread registers (lock held), let threads started before it register
+        first (or die, or outlive GRACE_S), so thread indices follow start order, not a race."""
+        me = threading.current_thread()
+        cond = None
+        while True:
+            now = time.monotonic()
+            earlier = False
+            for t in threading.enumerate():  # live threads, in the order they were started
+                if t is me:
+                    break
+                if t in self._known:
+                    continue
+                if now - self._first_seen.setdefault(t, now) < GRACE_S:
+                    earlier = True
+                    break
+            if not earlier:
+                return
+            cond = cond or threading.Condition(self.lock)
+            cond.wait(POLL_S)
+
+    def register(self, index: int) -> HostThread:
+        """Register the calling thread under ``index`` (its first device call)."""
+        thread = threading.current_thread()
+        ht = HostThread(index, thread)
+        self._by_ident[threading.get_ident()] = ht
+        self._order.append(ht)
+        self._known.add(thread)
+        return ht
+
+    def clock(self) -> int:
+        """Virtual ns for the caller: the simulator's time, plus the calling host thread's lag."""
+        if self.in_sim():
+            return self.env.now
+        ht = self.current()
+        return self.env.now + (ht.lag if ht is not None else 0)
+
+    def charge(self, ns: int) -> None:
+        """Add ``ns`` of host work to the calling thread's clock (no blocking)."""
+        if ns and not self.in_sim():
+            ht = self.current()
+            if ht is not None:
+                ht.lag += ns
+
+    def move_to(self, t: int) -> None:
+        """Set the calling thread's clock to ``t`` (>= now) without blocking."""
+        if not self.in_sim():
+            ht = self.current()
+            if ht is not None:
+                ht.lag = max(0, t - self.env.now)
+
+    # -- blocking ------------------------------------------------------------------------------------
+
+    def new_block(self, call: str, mode: str, timepoints, deadline: int | None, op=None,
+                  start: int | None = None) -> Block:
+        """A blocking call of the calling (registered) thread, made at ``start`` (default: its clock)."""
+        ht = self.current()
+        if ht is None:
+            raise HalError(StatusCode.INTERNAL, "blocking call from an unregistered thread")
+        start = self.clock() if start is None else start
+        return Block(ht, call, mode, timepoints, start, deadline, op, threading.Condition(self.lock))
+
+    def sleep_block(self, ns: int) -> Block:
+        """A block released by the simulator ``ns`` after the calling thread's clock."""
+        b = self.new_block("sleep", "all", (), None)
+        t = b.start + ns
+        b.state = RESOLVED
+        self.env.timeout(t - self.env.now).callbacks.append(lambda _ev: self.release(b, None, t))
+        return b
+
+    def block(self, b: Block) -> HalError | None:
+        """Block the calling thread (lock held) until ``b`` is released; return its outcome."""
+        ht = b.thread
+        ht.state = BLOCKED
+        ht.block = b
+        self._changes += 1
+        try:
+            while b.state != RELEASED:
+                who = self.candidates()
+                if who != ACTIVE:
+                    self._drive(who)
+                if b.state != RELEASED:
+                    b.cond.wait(POLL_S)
+        finally:
+            ht.block = None
+            ht.state = RUNNING
+        ht.lag = max(0, b.release_t - self.env.now)
+        return b.outcome
+
+    def resolve(self, b: Block, outcome: HalError | None, at: int) -> None:
+        """``b``'s condition held at virtual time ``at``: release it then (or at its deadline)."""
+        if b.state != PENDING:
+            return
+        t = max(b.start, at)
+        if b.deadline is not None and t > b.deadline:
+            outcome, t = b.timeout_error(), b.deadline
+        if self.in_sim() and t > self.env.now:
+            b.state = RESOLVED
+            self._changes += 1
+            self.env.timeout(t - self.env.now).callbacks.append(lambda _ev: self.release(b, outcome, t))
+        else:
+            self.release(b, outcome, max(t, self.env.now))
+
+    def release(self, b: Block, outcome: HalError | None, t: int) -> None:
+        if b.state == RELEASED:
+            return
+        b.state = RELEASED
+        b.outcome = outcome
+        b.release_t = t
+        b.thread.state = RUNNING
+        b.thread.active_at = time.monotonic()
+        self._releases += 1
+        self._changes += 1
+        b.cond.notify()
+
+    def pending_blocks(self) -> list[Block]:
+        """Blocked calls whose condition does not hold yet, in registration order."""
+        return [ht.block for ht in self._order if ht.block is not None and ht.block.state == PENDING]
+
+    # -- advancing virtual time ---------------------------------------------------------------------
+
+    def touch(self) -> None:
+        """The calling thread is making a device call (it is active, not stalled)."""
+        ht = self.current()
+        if ht is not None:
+            ht.active_at = time.monotonic()
+
+    def candidates(self) -> str:
+        """ACTIVE if some candidate thread may still call the device soon; STALLED if the only running
+        ones made no device call for STALL_S (they may be in Thread.join, or computing); else ALL_BLOCKED."""
+        now = time.monotonic()
+        stalled = False
+        for ht in self._order:
+            if ht.state == RUNNING and ht.thread.is_alive():
+                if now - ht.active_at < STALL_S:
+                    return ACTIVE
+                stalled = True
+        for t in threading.enumerate():
+            if t in self._known:
+                continue
+            first = self._first_seen.setdefault(t, now)
+            if now - first < GRACE_S:
+                return ACTIVE
+        if len(self._first_seen) > 64:
+            self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
+        return STALLED if stalled else ALL_BLOCKED
+
+    def user_code_ran(self) -> None:
+        """The simulator ran host code (a host call): it may have started threads or changed state."""
+        self._user_code = True
+
+    def _drive(self, who: str) -> None:
+        """Step the simulation until some blocked call is released (lock held, no active thread).
+
+        With every candidate blocked, deadlines expire and deadlocks are detected. With stalled
+        threads (running, but without device calls for a while) only simulated work advances, and only
+        up to the earliest deadline: a stalled thread may still signal, so nothing times out meanwhile.
+        """
+        env = self.env
+        start = self._releases
+        self._sim_ident = threading.get_ident()
+        self._user_code = False
+        seen = -1
+        try:
+            while self._releases == start:
+                t_work = env.peek()
+                if seen != self._changes:  # blocks change rarely; events are many
+                    seen = self._changes
+                    pending = self.pending_blocks()
+                    t_dead = min((b.deadline for b in pending if b.deadline is not None), default=INF)
+                if who == STALLED:
+                    if t_work == INF or t_work > t_dead:
+                        return
+                elif t_work == INF:
+                    self._deadlock(pending, t_dead)
+                    return
+                elif t_dead < t_work:
+                    self._advance(t_dead)
+                    for b in pending:
+                        if b.deadline == t_dead:
+                            self.release(b, b.timeout_error(), t_dead)
+                    continue
+                env.step()
+                if self._user_code:
+                    self._user_code = False
+                    who = self.candidates()
+                    if who == ACTIVE:
+                        return
+            while env.peek() == env.now:  # release everyone due at this instant, not just the first
+                env.step()
+        finally:
+            self._sim_ident = None
+
+    def _advance(self, t) -> None:
+        if t > self.env.now:
+            self.env.run(until=t)
+
+    def _deadlock(self, pending: list[Block], t_dead) -> None:
+        if not pending:
+            raise HalError(StatusCode.INTERNAL, "simulator: all host threads blocked with nothing pending")
+        report = self.diagnose(pending) if self.diagnose else None
+        threads = {b: t for b in pending for t in (report.threads if report else ())
+                   if t.thread == b.thread.index}
+        if t_dead != INF:  # the earliest finite deadline expires: nothing can happen before it
+            self._advance(t_dead)
+            for b in pending:
+                if b.deadline == t_dead:
+                    self.release(b, deadlock_error(report, threads.get(b), True), t_dead)
+        else:
+            for b in pending:
+                self.release(b, deadlock_error(report, threads.get(b), False), b.start)
+
+    def run_until_idle(self) -> None:
+        """Run every scheduled simulator event (device shutdown), as the simulator."""
+        self._sim_ident = threading.get_ident()
+        try:
+            while self.env.peek() != INF:
+                self.env.step()
+        finally:
+            self._sim_ident = None
+
+    def release_all(self, error: HalError) -> None:
+        """Release every blocked call with ``error`` (device closed)."""
+        for ht in self._order:
+            b = ht.block
+            if b is not None and b.state != RELEASED:
+                self.release(b, error.clone(), max(b.start, self.env.now))

@@ -1,0 +1,37 @@
+"""The simulator's personalities: one module per device model, listed here once.
+
+A personality is a :class:`~halsim.sim.device.SimDevice` subclass plus what the driver advertises
+about it (URI, CTS capability tags, CTS tests IREE does not run there). Adding ``sim:metal``,
+``sim:cuda`` or ``sim:opencl`` means adding a module and one entry to :data:`PERSONALITIES`.
+
+>>> sorted(PERSONALITIES)
+['generic', 'sync']
+>>> PERSONALITIES["generic"].uri, sorted(PERSONALITIES["sync"].capabilities)
+('sim', ['events', 'host_calls', 'indirect', 'mapping'])
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+from . import generic, sync
+
+
+class Personality(NamedTuple):
+    name: str
+    uri: str
+    device_class: type
+    cts_unsupported: Mapping[str, str]
+    description: str
+
+    @property
+    def capabilities(self) -> frozenset:
+        return self.device_class.capabilities
+
+
+PERSONALITIES: dict[str, Personality] = {
+    "generic": Personality("generic", "sim", generic.GenericDevice, {},
+                           "simulated async GPU: IREE unordered queue semantics, virtual time"),
+    "sync": Personality("sync", "sim:sync", sync.SyncDevice, dict(sync.CTS_UNSUPPORTED),
+                        "local-sync model in virtual time: queue calls block the host thread"),
+}

@@ -1,0 +1,95 @@
+"""Resource lifetimes: retained until retirement by default; retain_resources=False shows the bug."""
+
+import gc
+
+import pytest
+
+from reference import hal
+from tests.conftest import WAIT
+
+S = hal.StatusCode
+
+
+def events(dev, *kinds):
+    return [e for e in dev.trace if e["ev"] in kinds]
+
+
+@pytest.mark.parametrize("personality", ["generic", "sync"])
+def test_by_default_an_op_retains_what_it_uses_until_it_retires(make, personality):
+    dev = make(personality)
+    exe = dev.load_executable()
+    a, b = dev.allocator.allocate_buffer(16), dev.allocator.allocate_buffer(16)
+    done = dev.create_semaphore()
+    dev.queue_dispatch([], [(done, 1)], exe, "negate", (1, 1, 1), (), (a, b))
+    done.wait(1, WAIT)
+    (retain,) = events(dev, "retain")
+    (release,) = events(dev, "release")
+    (op,) = dev.trace.operations()
+    assert set(retain["res"]) == {"e0", "b0", "b1", "s0"}
+    assert release["res"] == retain["res"]
+    assert (retain["t"], release["t"]) == (op["t"], op["end"])
+
+
+def test_host_release_while_in_flight_is_recorded_when_not_retained(make):
+    dev = make("generic", retain_resources=False)
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    src, dst = dev.allocator.allocate_buffer(8), dev.allocator.allocate_buffer(8)
+    src.map_write(0, b"12345678")
+    dev.queue_copy([(gate, 1)], [(done, 1)], src, 0, dst, 0, 8)
+    del src
+    gc.collect()
+    gate.signal(1)
+    done.wait(1, WAIT)
+    seq = [(e["ev"], e.get("res") or e.get("op")) for e in events(dev, "op", "op_done", "host_release",
+                                                                    "retain", "release")]
+    assert seq == [("op", "0:0"), ("host_release", "b0"), ("op_done", "0:0")]
+    assert dst.map_read() == b"12345678"  # the GPU read the bytes the buffer still had
+
+
+def test_with_retention_the_same_program_shows_no_release_in_flight(make):
+    dev = make("generic")
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    src, dst = dev.allocator.allocate_buffer(8), dev.allocator.allocate_buffer(8)
+    dev.queue_copy([(gate, 1)], [(done, 1)], src, 0, dst, 0, 8)
+    del src
+    gate.signal(1)
+    done.wait(1, WAIT)
+    kinds = [e["ev"] for e in events(dev, "op", "op_done", "host_release", "retain", "release")]
+    assert kinds == ["op", "retain", "op_done", "release", "host_release"]
+
+
+def test_command_buffer_dropped_in_flight_when_not_retained(make):
+    dev = make("generic", retain_resources=False)
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    buf = dev.allocator.allocate_buffer(8)
+    cb = dev.create_command_buffer()
+    cb.begin()
+    cb.fill_buffer(buf, 0x5A, 1)
+    cb.end()
+    dev.queue_execute([(gate, 1)], [(done, 1)], cb)
+    del cb
+    gate.signal(1)
+    done.wait(1, WAIT)
+    assert [e["res"] for e in events(dev, "host_release")] == ["c0"]
+    assert buf.map_read() == b"\x5a" * 8
+
+
+def test_a_buffer_released_before_it_ever_had_storage_fails_the_command(make):
+    dev = make("generic", retain_resources=False)
+    a, b, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    tmp = dev.queue_alloca([(a, 1)], [(b, 1)], 16)        # no storage until the alloca runs
+    dev.queue_fill([(b, 1)], [(done, 1)], tmp, 0, 16, 1, 1)
+    del tmp
+    a.signal(1)
+    with pytest.raises(hal.HalError) as ei:
+        done.wait(1, WAIT)
+    assert ei.value.code == S.FAILED_PRECONDITION
+    assert "released by the host before the device used it" in ei.value.message
+
+
+def test_sync_not_retaining_records_no_retain_events(make):
+    dev = make("sync", retain_resources=False)
+    buf, done = dev.allocator.allocate_buffer(4), dev.create_semaphore()
+    dev.queue_fill([], [(done, 1)], buf, 0, 4, 9, 1)
+    assert not events(dev, "retain", "release")
+    assert buf.map_read() == b"\x09" * 4

@@ -1,0 +1,220 @@
+"""Several real host threads on virtual time: the classic patterns, with exact virtual times."""
+
+import threading
+import time
+
+import pytest
+
+from halsim.sim import host
+from reference import hal
+from tests.conftest import WAIT, join
+from tests.halsim.sim.conftest import costs
+
+S = hal.StatusCode
+ALL, ANY = hal.WaitMode.ALL, hal.WaitMode.ANY
+
+
+def start(fn, *args) -> threading.Thread:
+    t = threading.Thread(target=fn, args=args)
+    t.start()
+    return t
+
+
+def test_thread_sleeps_then_signals_while_main_waits(make, personality):
+    dev = make(personality, cost_model=costs(host_api_ns=10, wake_ns=50))
+    s = dev.create_semaphore()                  # main's clock: 10
+
+    def signaller():
+        dev.sleep(0.1)                          # sleeping is free; the thread joins at t = 0
+        s.signal(1)                             # at 0.1 s + 10 ns
+
+    t0 = time.perf_counter()
+    t = start(signaller)
+    s.wait(1, WAIT)
+    assert dev.now() == 100_000_000 + 10 + 50   # the other thread's signal + wake latency
+    join(t)
+    assert time.perf_counter() - t0 < 1.0
+    (sig,) = dev.trace.events("signal")
+    assert (sig["t"], sig["cause"]) == (100_000_010, "host:1")
+
+
+def test_ping_pong(make, personality):
+    dev = make(personality, cost_model=costs(host_api_ns=10, wake_ns=50))
+    a2b, b2a = dev.create_semaphore(), dev.create_semaphore()
+    log = []
+
+    def other():
+        for i in range(1, 4):
+            a2b.wait(i, WAIT)
+            log.append(("b", i, dev.now()))
+            b2a.signal(i)
+
+    t = start(other)
+    for i in range(1, 4):
+        a2b.signal(i)
+        b2a.wait(i, WAIT)
+        log.append(("a", i, dev.now()))
+    join(t)
+    assert [entry[:2] for entry in log] == [("b", 1), ("a", 1), ("b", 2), ("a", 2), ("b", 3), ("a", 3)]
+    times = [entry[2] for entry in log]
+    assert times == sorted(times)
+    # each hop: the signal's call (10) + wake (50), then the wait returns; the waiter's next call costs 10
+    assert times[1] - times[0] == 10 + 50
+
+
+def test_two_waiters_and_a_signaller(make, personality):
+    dev = make(personality, cost_model=costs(wake_ns=7))
+    s = dev.create_semaphore()
+    woke = {}
+
+    def waiter(value):
+        s.wait(value, WAIT)
+        woke[value] = dev.now()
+
+    def signaller():
+        dev.sleep(0.001)
+        s.signal(1)
+        dev.sleep(0.001)
+        s.signal(2)
+
+    threads = [start(waiter, 1), start(waiter, 2), start(signaller)]
+    for t in threads:
+        join(t)
+    assert woke == {1: 1_000_007, 2: 2_000_007}
+    assert s.query() == 2
+
+
+def test_threads_joined_while_the_device_finishes_their_work(make):
+    """The main thread submits work and joins threads that wait for it: Thread.join does not call the
+    device, so after a short real-time stall the simulator runs the work anyway."""
+    dev = make("generic", cost_model=costs(fill_latency_ns=10**6))
+    buf = dev.allocator.allocate_buffer(16)
+    s = [dev.create_semaphore() for _ in range(3)]
+    results = []
+    waiters = [start(lambda sem=sem: (sem.wait(1, WAIT), results.append(sem.id))) for sem in s]
+    for i, sem in enumerate(s):
+        dev.queue_fill([], [(sem, 1)], buf, 4 * i, 4, i, 1)
+    t0 = time.perf_counter()
+    for t in waiters:
+        join(t)
+    assert time.perf_counter() - t0 < 2.0
+    assert sorted(results) == ["s0", "s1", "s2"]
+
+
+def test_a_host_call_may_hand_signalling_to_a_new_thread(make):
+    """IREE's AsyncCallback: the callback returns DEFERRED and a thread it starts signals later."""
+    dev = make("generic", cost_model=costs(wake_ns=5))
+    done = dev.create_semaphore()
+
+    def fn(args, ctx):
+        signal = list(ctx.signal)
+
+        def later():
+            dev.sleep(0.01)
+            for sem, value in signal:
+                sem.signal(value)
+
+        threading.Thread(target=later).start()
+        return S.DEFERRED
+
+    dev.queue_host_call([], [(done, 1)], fn)
+    done.wait(1, WAIT)
+    assert dev.now() == 10_000_000 + 5
+
+
+def test_a_blocking_wait_inside_a_simulated_host_call_fails_the_call(make):
+    dev = make("generic")
+    never, done = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_host_call([], [(done, 1)], lambda args, ctx: never.wait(1))
+    with pytest.raises(hal.HalError) as ei:
+        done.wait(1, WAIT)
+    assert ei.value.code == S.FAILED_PRECONDITION and "DEFERRED" in ei.value.message
+
+
+def test_sync_queue_call_blocks_until_another_thread_signals(make):
+    dev = make("sync", cost_model=costs(wake_ns=3))
+    w, g = dev.create_semaphore(), dev.create_semaphore()
+    t = start(lambda: (dev.sleep(0.05), w.signal(1)))
+    dev.queue_barrier([(w, 1)], [(g, 1)])  # blocks (virtually) until the thread signals
+    assert g.query() == 1
+    assert dev.now() == 50_000_003
+    join(t)
+
+
+def test_wait_any_on_a_later_signal(make, personality):
+    dev = make(personality)
+    a, b = dev.create_semaphore(), dev.create_semaphore()
+    t = start(lambda: (dev.sleep(0.1), b.signal(1)))
+    dev.wait_semaphores(ANY, [(a, 1), (b, 1)], WAIT)
+    join(t)
+    assert (a.query(), b.query()) == (0, 1)
+
+
+def test_wait_then_fail_from_another_thread(make, personality):
+    dev = make(personality)
+    s = dev.create_semaphore()
+    t = start(lambda: (dev.sleep(0.01), s.fail(S.CANCELLED, "WaitThenFail test.")))
+    with pytest.raises(hal.HalError) as ei:
+        s.wait(1, WAIT)
+    assert (ei.value.code, ei.value.message) == (S.CANCELLED, "WaitThenFail test.")
+    join(t)
+
+
+def test_a_dead_thread_does_not_hold_back_virtual_time(make):
+    dev = make("generic")
+    t = start(lambda: dev.create_semaphore())  # registers, then exits
+    join(t)
+    t0 = time.perf_counter()
+    dev.sleep(10)
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_an_unrelated_new_thread_holds_back_time_only_for_the_grace_period(make, monkeypatch):
+    monkeypatch.setattr(host, "GRACE_S", 0.2)
+    dev = make("generic")
+    stop = threading.Event()
+    bystander = start(stop.wait, WAIT)  # never calls the device
+    try:
+        t0 = time.perf_counter()
+        dev.sleep(1)
+        elapsed = time.perf_counter() - t0
+        assert 0.15 < elapsed < 2.0
+        assert dev.now() >= 10**9
+    finally:
+        stop.set()
+        join(bystander)
+
+
+def test_a_thread_blocked_in_a_queue_call_is_released_by_a_host_signal(make):
+    """IREE's EnqueueBeforeSignal on sim:sync: the submitter blocks in queue_host_call until the main
+    thread signals its wait; the callback then runs on the submitter's thread."""
+    dev = make("sync")
+    w, g, started = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    ran_on = []
+
+    def submitter():
+        started.signal(1)
+        dev.queue_host_call([(w, 1)], [(g, 1)], lambda args, ctx: ran_on.append(threading.current_thread()))
+
+    t = start(submitter)
+    started.wait(1, WAIT)
+    assert not ran_on
+    w.signal(1)
+    join(t)
+    assert ran_on == [t] and g.query() == 1
+
+
+def test_thread_indices_follow_start_order_not_a_race(make):
+    dev = make("generic")
+    s = dev.create_semaphore()                  # main is host thread 0
+    indices = {}
+
+    def worker(name, delay):
+        time.sleep(delay)                       # real time: the later-started thread is first to call
+        s.wait(0, WAIT)
+        indices[name] = dev.host_thread()
+
+    threads = [start(worker, "a", 0.05), start(worker, "b", 0.02), start(worker, "c", 0.0)]
+    for t in threads:
+        join(t)
+    assert indices == {"a": 1, "b": 2, "c": 3}
