@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 
@@ -24,6 +25,7 @@ class TaskDevice(Device):
         self._lock = threading.Lock()
         self._pending: set[QueueOp] = set()
         self._ready: queue.SimpleQueue = queue.SimpleQueue()
+        self._local = threading.local()  # per thread: its worker track, and the inline barriers to retire
         self._workers = []
         for i in range(workers):
             track = self.recorder.track("worker", f"worker {i}")
@@ -34,7 +36,7 @@ class TaskDevice(Device):
     def _submit(self, op: QueueOp) -> None:
         if not op.wait:
             op.ready_t = op.enqueue_t
-            self._ready.put(op)
+            self._dispatch(op)
             return
         # IREE local-task scans the wait list in order: a failed semaphore met before any unsatisfied one
         # makes the call itself return that failure, after failing the op's signals (differential D1).
@@ -68,17 +70,48 @@ class TaskDevice(Device):
             op.pending = _DISPATCHED
             self._pending.discard(op)
         op.ready_t = self.now()
-        self._ready.put(op)
+        self._dispatch(op)
+
+    def _dispatch(self, op: QueueOp) -> None:
+        """Hand a ready op to the workers; retire a barrier on this thread instead.
+
+        A barrier has no body, so handing it to a worker only adds a thread hop to every signal it
+        forwards (the submit -> signal -> host-wake round trip, BENCHMARKS.md). Barriers made ready while
+        one is being retired are queued and retired by the outermost call, so a long chain of barriers
+        does not recurse.
+        """
+        if op.kind != "barrier":
+            self._ready.put(op)
+            return
+        local = self._local
+        inline = getattr(local, "inline", None)
+        if inline is not None:
+            inline.append(op)
+            return
+        local.inline = inline = collections.deque((op,))
+        track = getattr(local, "track", None)
+        try:
+            while inline:
+                ready = inline.popleft()
+                if track is None:
+                    track = self.recorder.track("host", f"host thread {self.host_thread()}")
+                self._execute(ready, track)
+        finally:
+            local.inline = None
+
+    def _execute(self, op: QueueOp, track: int) -> None:
+        try:
+            execute_ready_op(self, op, track)
+        except BaseException as e:  # noqa: BLE001 - the queue must survive to serve later ops
+            fail_all(self, op, HalError(StatusCode.INTERNAL, f"local-task: {type(e).__name__}: {e}"))
 
     def _worker(self, track: int) -> None:
+        self._local.track = track
         while True:
             op = self._ready.get()
             if op is None:
                 return
-            try:
-                execute_ready_op(self, op, track)
-            except BaseException as e:  # noqa: BLE001 - a worker must survive to serve later ops
-                fail_all(self, op, HalError(StatusCode.INTERNAL, f"local-task worker: {type(e).__name__}: {e}"))
+            self._execute(op, track)
 
     def _shutdown(self) -> None:
         # IREE [H]: pending operations are cancelled with CANCELLED "queue shutting down".
@@ -90,7 +123,7 @@ class TaskDevice(Device):
         for op in pending:
             op.wait_error = HalError(StatusCode.CANCELLED, "queue shutting down")
             op.ready_t = self.now()
-            self._ready.put(op)
+            self._dispatch(op)
         for _ in self._workers:
             self._ready.put(None)
         for t in self._workers:
