@@ -46,6 +46,16 @@ DEFAULTS: dict[str, Any] = {
     "host_call_latency_ns": 10_000,
     "alloca_ns": 500,
     "dealloca_ns": 500,
+    # Driver-model fields (used by the personalities that model the mechanism; others ignore them).
+    "commit_ns": 2_000,
+    "encoder_switch_ns": 1_000,
+    "event_record_ns": 500,
+    "event_wait_ns": 500,
+    "event_create_ns": 5_000,
+    "event_destroy_ns": 2_000,
+    "listener_ns": 15_000,
+    "completion_ns": 5_000,
+    "host_fn_ns": 8_000,
     "kernels": {
         "spin": {"base_ns": 4_000, "per_workgroup_ns": 0, "per_unit_ns": 1, "unit_constant": 0},
     },
@@ -113,6 +123,15 @@ class CostModel:
     host_call_latency_ns: int = DEFAULTS["host_call_latency_ns"]
     alloca_ns: int = DEFAULTS["alloca_ns"]
     dealloca_ns: int = DEFAULTS["dealloca_ns"]
+    commit_ns: int = DEFAULTS["commit_ns"]
+    encoder_switch_ns: int = DEFAULTS["encoder_switch_ns"]
+    event_record_ns: int = DEFAULTS["event_record_ns"]
+    event_wait_ns: int = DEFAULTS["event_wait_ns"]
+    event_create_ns: int = DEFAULTS["event_create_ns"]
+    event_destroy_ns: int = DEFAULTS["event_destroy_ns"]
+    listener_ns: int = DEFAULTS["listener_ns"]
+    completion_ns: int = DEFAULTS["completion_ns"]
+    host_fn_ns: int = DEFAULTS["host_fn_ns"]
     kernels: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: {k: dict(KERNEL_FIELDS, **v) for k, v in DEFAULTS["kernels"].items()})
 

@@ -78,27 +78,48 @@ class PendingOp:
     queue: int
     waits: tuple[WaitState, ...]
     signals: tuple[tuple[str, int], ...]
+    behind: str | None = None  # on an in-order queue: the earlier op this one cannot start before
 
     def __str__(self) -> str:
         sig = ", ".join(f"{s}={v}" for s, v in self.signals) or "nothing"
-        return f"op {self.op} ({self.kind}, queue {self.queue}) waits for {', '.join(map(str, self.waits))}; " \
-               f"signals {sig}"
+        waits = ", ".join(map(str, self.waits))
+        if self.behind is not None:
+            waits = (waits + " and " if waits else "") + f"op {self.behind} ahead of it on in-order queue {self.queue}"
+        return f"op {self.op} ({self.kind}, queue {self.queue}) waits for {waits}; signals {sig}"
 
 
 @dataclass(frozen=True)
 class Cycle:
-    """Pending operations that wait on each other: ``ops[i]`` waits for ``semaphores[i]``, which only
-    ``ops[i+1]`` (cyclically) would signal."""
+    """Pending operations that wait on each other: ``ops[i]`` waits for ``semaphores[i]`` >= ``values[i]``,
+    which only ``ops[i+1]`` (cyclically) would signal — or, where ``semaphores[i]`` is None, ``ops[i]`` is
+    queued behind ``ops[i+1]`` on the in-order queue ``queues[i]`` (same-queue wait-before-signal)."""
 
     ops: tuple[str, ...]
-    semaphores: tuple[str, ...]
-    values: tuple[int, ...]
+    semaphores: tuple[str | None, ...]
+    values: tuple[int | None, ...]
+    queues: tuple[int | None, ...] = ()
+
+    @property
+    def in_order(self) -> bool:
+        """True when queue order is one of the links (a same-queue wait-before-signal)."""
+        return any(s is None for s in self.semaphores)
 
     def __str__(self) -> str:
-        n = len(set(self.semaphores))
-        steps = "; ".join(f"{op} waits {s}>={v}, signaled by {self.ops[(i + 1) % len(self.ops)]}"
-                          for i, (op, s, v) in enumerate(zip(self.ops, self.semaphores, self.values)))
-        return f"{_WORDS.get(n, str(n))}-semaphore cycle {' -> '.join(self.semaphores)}: {steps}"
+        named = [s for s in self.semaphores if s is not None]
+        n = len(set(named))
+        steps = []
+        for i, (op, s, v) in enumerate(zip(self.ops, self.semaphores, self.values)):
+            nxt = self.ops[(i + 1) % len(self.ops)]
+            if s is None:
+                steps.append(f"{op} is queued behind {nxt} on in-order queue {self.queues[i]}")
+            else:
+                steps.append(f"{op} waits {s}>={v}, signaled by {nxt}")
+        if self.in_order:
+            head = f"same-queue wait-before-signal on in-order queue " \
+                   f"{next(q for q in self.queues if q is not None)}"
+        else:
+            head = f"{_WORDS.get(n, str(n))}-semaphore cycle {' -> '.join(named)}"
+        return f"{head}: {'; '.join(steps)}"
 
 
 @dataclass(frozen=True)
@@ -184,9 +205,14 @@ def _wait_states(waits, signalers_of) -> tuple[WaitState, ...]:
     return tuple(out)
 
 
-def build_report(time: int, blocks, ops) -> DeadlockReport:
+def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None) -> DeadlockReport:
     """Report for blocked host calls ``blocks`` (objects with ``thread.index``, ``call``, ``mode``,
-    ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps)."""
+    ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps).
+
+    ``behind`` maps an op id to the id of the op ahead of it on an in-order queue that it cannot start
+    before (personalities with in-order queues: metal, cuda, opencl); ops that are only queued count
+    as pending too."""
+    behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
     signals: dict[str, list[tuple[int, str]]] = {}
     for op in all_ops:
@@ -201,25 +227,29 @@ def build_report(time: int, blocks, ops) -> DeadlockReport:
                       b.op.id if b.op is not None else None)
         for b in sorted(blocks, key=lambda b: b.thread.index))
     pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signalers_of),
-                              tuple((s.id, v) for s, v in op.signal)) for op in all_ops)
+                              tuple((s.id, v) for s, v in op.signal), behind.get(op.id)) for op in all_ops)
     return DeadlockReport(time, threads, pending, find_cycles(pending))
 
 
 def find_cycles(ops: tuple[PendingOp, ...]) -> tuple[Cycle, ...]:
-    """Cycles of the wait-for graph among pending operations (op → the op that would signal its wait)."""
+    """Cycles of the wait-for graph among pending operations (op → the op that would signal its wait,
+    and op → the op ahead of it on its in-order queue)."""
     graph = nx.DiGraph()
     for o in ops:
         graph.add_node(o.op)
         for w in o.waits:
             for signaler in w.signalers:
                 if not graph.has_edge(o.op, signaler):
-                    graph.add_edge(o.op, signaler, sem=w.sem, value=w.value)
+                    graph.add_edge(o.op, signaler, sem=w.sem, value=w.value, queue=None)
+        if o.behind is not None and not graph.has_edge(o.op, o.behind):
+            graph.add_edge(o.op, o.behind, sem=None, value=None, queue=o.queue)
     out = []
     for nodes in islice(nx.simple_cycles(graph), MAX_CYCLES):
         first = nodes.index(min(nodes, key=_op_key))  # stable start: the earliest op id
         nodes = nodes[first:] + nodes[:first]
         edges = [graph.edges[nodes[i], nodes[(i + 1) % len(nodes)]] for i in range(len(nodes))]
-        out.append(Cycle(tuple(nodes), tuple(e["sem"] for e in edges), tuple(e["value"] for e in edges)))
+        out.append(Cycle(tuple(nodes), tuple(e["sem"] for e in edges), tuple(e["value"] for e in edges),
+                         tuple(e["queue"] for e in edges)))
     return tuple(sorted(out, key=lambda c: [_op_key(o) for o in c.ops]))
 
 

@@ -285,10 +285,15 @@ class SimDevice(Device):
     def _cancel_pending(self, error: HalError) -> None:
         """Resolve every pending operation's waits with ``error`` (device shutdown)."""
 
+    def _queued_behind(self) -> dict[str, str]:
+        """In-order queues: op id → id of the earlier op it cannot start before (for deadlock reports).
+        A personality with in-order queues lists its queued ops in ``_pending_ops`` too."""
+        return {}
+
     def _diagnose(self, blocks):
         # The deadlock is certain from the moment the last of the blocked calls was made.
         t = max([self.env.now] + [b.start for b in blocks])
-        return build_report(t, blocks, self._pending_ops())
+        return build_report(t, blocks, self._pending_ops(), self._queued_behind())
 
     def _shutdown(self) -> None:
         # IREE [H]: work in flight completes; operations still waiting are cancelled.
