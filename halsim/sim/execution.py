@@ -3,8 +3,9 @@
 :func:`timed_body` is a generator: it yields durations (ns) for the caller to wait — a SimPy timeout
 on an asynchronous queue, a virtual sleep of the calling host thread on ``sim:sync`` — and applies
 the effects with the reference engine (``reference.hal.queue_op``), so buffer contents, host-call
-results and failures are exactly those of the reference drivers. Commands run one after another;
-each command's effect lands when it ends, and each is traced with its virtual start and end.
+results and failures are exactly those of the reference drivers. Commands run one after another,
+each traced with its virtual start and end; the list costs one simulator event (its effects are
+applied when it starts, which only a reader racing with the op could observe).
 Its return value (``StopIteration.value``) says whether the queue should signal; a failure raises.
 
 >>> from halsim.sim.driver import driver
@@ -21,18 +22,25 @@ Its return value (``StopIteration.value``) says whether the queue should signal;
 
 from __future__ import annotations
 
-from typing import Generator
+import functools
+from typing import Callable, Generator
 
-from reference.hal import HalError
+from reference.hal import HalError, Range
+from reference.hal.command_buffer import Commands
 from reference.hal.queue_op import QueueOp, run_body, run_command
 
 
-def timed_body(device, op: QueueOp, track: int) -> Generator[int, None, bool]:
-    """Yield the durations of the op's body and apply its effects; return ``should_signal``."""
+def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Generator[int, None, bool]:
+    """Yield the durations of the op's body and apply its effects; return ``should_signal``.
+
+    ``at``: when the body starts, if later than now (the first duration yielded includes the gap —
+    a queue's launch latency folded into the body's one timeout)."""
     cost = device.cost
     clock = device.now
+    begin = clock()
+    lead = 0 if at is None else max(0, at - begin)
     if op.kind in ("alloca", "dealloca", "host_call"):
-        ns = cost.op_ns(op.kind)
+        ns = cost.op_ns(op.kind) + lead
         if ns:
             yield ns
         if op.kind != "host_call":
@@ -43,19 +51,85 @@ def timed_body(device, op: QueueOp, track: int) -> Generator[int, None, bool]:
         finally:
             device._host_call_op = previous
             device.threads.user_code_ran()
-    rec = device.recorder
-    for cmd in op.commands:
-        start = clock()
-        ns = cost.command_ns(cmd)
-        if ns:
-            yield ns
+    # One duration for the whole command list (one simulator event per op, not per command): each
+    # command's duration is computed in order, from the state the commands before it left (an
+    # indirect dispatch reads counts an earlier command wrote), and each is traced with its own
+    # start and end. Effects are applied when the list starts; only a racing reader could tell.
+    start = t = begin + lead
+    timeline = []
+    error = None
+    for cmd, ns, apply, template in command_plan(device, op.commands):
+        if ns is None:
+            ns = cost.command_ns(cmd)
         try:
-            run_command(cmd)
+            apply()
         except HalError as e:
-            rec.command(op, cmd, start, clock(), track, e)
-            raise
-        rec.command(op, cmd, start, clock(), track)
+            timeline.append((template, t, t + ns, e))
+            t += ns
+            error = e
+            break
+        timeline.append((template, t, t + ns, None))
+        t += ns
+    if t > begin:
+        yield t - begin
+    command_from = device.recorder.command_from
+    for template, begin, end, e in timeline:
+        command_from(template, op, begin, end, track, e)
+    if error is not None:
+        raise error
     return True
+
+
+# -- command plans: what a resolved command list costs and does, built once per list -----------------
+
+_INLINE_FILL_MAX = 64 * 1024  # fills up to this size keep their expanded pattern in the plan
+
+
+def command_plan(device, commands) -> tuple:
+    """``(cmd, ns or None, apply, trace template)`` per command of a resolved list.
+
+    ``ns`` is None where the duration depends on buffer contents (an indirect dispatch reads its
+    workgroup counts when it runs). The plan is kept on the list (``Commands.device_state``), which
+    ``CommandBuffer.resolve`` hands out again for a command buffer without indirect references, so a
+    reusable command buffer is planned once. (A plan holds nothing the list does not already hold.)
+    """
+    if not commands:
+        return ()
+    plan = getattr(commands, "device_state", None)
+    if plan is not None:
+        return plan
+    cost = device.cost
+    template = device.recorder.command_template
+    plan = tuple((cmd, _static_ns(cost, cmd), _applier(cmd), template(cmd)) for cmd in commands)
+    if isinstance(commands, Commands):
+        commands.device_state = plan
+    return plan
+
+
+def _static_ns(cost, cmd) -> int | None:
+    if cmd.kind == "dispatch" and isinstance(cmd.args[1], Range):
+        return None
+    return cost.command_ns(cmd)
+
+
+def _applier(cmd) -> Callable[[], None]:
+    if cmd.kind == "fill":
+        target = cmd.accesses[0][0]
+        n = target.length
+        if n <= _INLINE_FILL_MAX:
+            data = cmd.args * (n // len(cmd.args))
+            root, lo, hi = target.buffer, target.offset, target.offset + n
+
+            def fill() -> None:
+                root.storage("fill target")[lo:hi] = data
+            return fill
+    elif cmd.kind in ("barrier", "signal_event", "reset_event", "wait_events"):
+        return _nothing
+    return functools.partial(run_command, cmd)
+
+
+def _nothing() -> None:
+    pass
 
 
 def drive_body(body: Generator[int, None, bool], wait) -> tuple[bool, HalError | None]:

@@ -50,6 +50,29 @@ from .executable import Executable
 from .status import HalError, StatusCode
 
 
+class Commands(tuple):
+    """A resolved command list (a tuple of :class:`Cmd`), as ``CommandBuffer.resolve`` returns it.
+
+    A device may keep per-list execution state in ``device_state`` (the simulator keeps each
+    command's duration and effect there); it lives exactly as long as the list, which a command
+    buffer without indirect references keeps and hands out again on every submission.
+    """
+
+    device_state = None
+    _buffers = None
+
+    def buffers(self) -> tuple:
+        """The root buffers the commands access, each once, in first-use order (what a submission
+        retains); computed once per list."""
+        if self._buffers is None:
+            seen = {}
+            for cmd in self:
+                for rng, _ in cmd.accesses:
+                    seen.setdefault(id(rng.buffer), rng.buffer)
+            self._buffers = tuple(seen.values())
+        return self._buffers
+
+
 class Cmd(NamedTuple):
     """A resolved command: what executes and what the trace records.
 
@@ -115,6 +138,9 @@ class CommandBuffer:
         self._commands: list[_Recorded] = []
         self._needs: dict[int, _Need] = {}
         self._validated = not mode & CommandBufferMode.UNVALIDATED
+        # (command count, resolved commands) of a cb without indirect refs: its resolution never
+        # changes, and reusable command buffers are submitted over and over.
+        self._direct_resolution: tuple[int, tuple] | None = None
 
     def __repr__(self) -> str:
         return f"<CommandBuffer {self.id} {self.state} {len(self._commands)} commands>"
@@ -313,19 +339,27 @@ class CommandBuffer:
                 raise HalError(StatusCode.FAILED_PRECONDITION,
                                f"command buffer {self.id} is ONE_SHOT and was already submitted")
         table = self._check_table(binding_table)
+        cached = self._direct_resolution
+        if cached is not None and cached[0] == len(self._commands):
+            return cached[1]
         out = []
+        direct = True
         for index, rec in enumerate(self._commands):
             ranges = []
             for ref, access in rec.refs:
                 what = f"command {index} ({rec.kind})"
                 if ref.is_indirect:
+                    direct = False
                     if table is None or ref.slot >= len(table) or table[ref.slot] is None:
                         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}: binding table has no buffer at slot {ref.slot}")
                     ranges.append((resolve_binding(table[ref.slot], ref, what), access))
                 else:
                     ranges.append((resolve_direct(ref, what), access))
             out.append(_resolved(index, rec, ranges))
-        return tuple(out)
+        out = Commands(out)
+        if direct and self.state == "executable":
+            self._direct_resolution = (len(self._commands), out)
+        return out
 
     def mark_submitted(self) -> None:
         if self.mode & CommandBufferMode.ONE_SHOT and self._validated:

@@ -207,9 +207,9 @@ class Device:
         retained = {id(r): r for r in resources}
         for sem, _ in wait + signal:
             retained.setdefault(id(sem), sem)
-        for cmd in commands:
-            for rng, _ in cmd.accesses:
-                retained.setdefault(id(rng.buffer), rng.buffer)
+        if commands:
+            for buf in commands.buffers():
+                retained.setdefault(id(buf), buf)
         op = QueueOp(op_id, kind, queue, thread, wait, signal, commands=commands, buffer=buffer,
                      host_call=host_call, resources=tuple(retained.values()), fields=fields)
         op.enqueue_t = self.now()

@@ -77,8 +77,15 @@ class Recorder:
         self.emit(ev)
 
     def command(self, op, cmd, start: int, end: int, track: int, error=None) -> None:
-        ev = {"ev": "cmd", "t": end, "op": op.id, "index": cmd.index, "kind": cmd.kind, "start": start,
-              "track": track,
+        ev = self._command_fields(cmd)
+        ev["t"], ev["op"], ev["start"], ev["track"] = end, op.id, start, track
+        if error is not None:
+            ev.update(_error_fields(error))
+        self.emit(ev)
+
+    @staticmethod
+    def _command_fields(cmd) -> dict:
+        ev = {"ev": "cmd", "t": 0, "op": "", "index": cmd.index, "kind": cmd.kind, "start": 0, "track": 0,
               "access": [[r.buffer.id, r.offset, r.length, a] for r, a in cmd.accesses]}
         if cmd.kind == "dispatch":
             spec, wg, _consts, _binds = cmd.args
@@ -86,8 +93,21 @@ class Recorder:
             ev["workgroups"] = list(wg) if isinstance(wg, tuple) else None
         elif cmd.kind == "barrier":
             ev["memory_barrier"] = cmd.args[2]
-        if error is not None:
-            ev.update(_error_fields(error))
+        return ev
+
+    def command_template(self, cmd) -> int:
+        """Register ``cmd``'s event fields with the trace once (a device replaying a reusable command
+        buffer), for :meth:`command_from`."""
+        return self.trace.add_template(self._command_fields(cmd))
+
+    def command_from(self, template: int, op, start: int, end: int, track: int, error=None) -> None:
+        """The same event as :meth:`command`, for a command registered with :meth:`command_template`."""
+        if error is None:
+            self.trace.emit_from(template, end, op.id, start, track)
+            return
+        ev = self.trace.template(template)
+        ev["t"], ev["op"], ev["start"], ev["track"] = end, op.id, start, track
+        ev.update(_error_fields(error))
         self.emit(ev)
 
     def retain(self, op, res_ids) -> None:

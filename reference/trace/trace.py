@@ -8,8 +8,9 @@ directions and still read by any JSON parser::
     ...
     ]}
 
-Events are kept in memory up to ``spill_threshold`` and then appended to a temporary spool file, so a
-million-event trace does not live in RAM. :meth:`Trace.save` writes atomically (temporary file in the
+Events are kept in memory up to ``spill_threshold`` and then appended to a temporary spool file (in
+pickled chunks: encoding JSON there would cost ten times more, and only :meth:`Trace.save` needs
+it), so a million-event trace does not live in RAM. :meth:`Trace.save` writes atomically (temporary file in the
 target directory, then rename): a crash never leaves a truncated trace.
 
 >>> import os, tempfile
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
 import threading
 from typing import Iterator
@@ -45,7 +47,9 @@ class Trace:
     def __init__(self, header: dict | None = None, spill_threshold: int = 200_000):
         self.header = dict(header or {})
         self._events: list[dict] = []
-        self._spool = None  # temporary file of encoded event lines, oldest first
+        self._spool = None  # temporary file of pickled event chunks, oldest first
+        self._chunks: list[tuple[int, int]] = []  # (offset, size) of each chunk in the spool
+        self._templates: list[dict] = []  # see add_template
         self._spooled = 0
         self._source: str | None = None  # a loaded file whose events precede ours
         self._source_count = 0
@@ -57,15 +61,44 @@ class Trace:
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
+    def add_template(self, fields: dict) -> int:
+        """Register an event whose ``t``/``op``/``start``/``track`` change from one occurrence to the
+        next (a command of a reusable command buffer); :meth:`emit_from` then records an occurrence
+        as a small tuple of atoms (no dict to build or for the garbage collector to scan)."""
+        self._templates.append(fields)
+        return len(self._templates) - 1
+
+    def template(self, template: int) -> dict:
+        """A copy of the fields registered as ``template``."""
+        return self._templates[template].copy()
+
+    def emit_from(self, template: int, t: int, op: str, start: int, track: int) -> None:
+        """Emit ``add_template``'s event ``template`` with these fields; iteration yields the dict."""
+        self._events.append((template, t, op, start, track))
+        if len(self._events) >= self._spill_threshold:
+            self._spill()
+
+    def _expand(self, events) -> Iterator[dict]:
+        templates = self._templates
+        for e in events:
+            if type(e) is tuple:
+                d = templates[e[0]].copy()
+                d["t"], d["op"], d["start"], d["track"] = e[1], e[2], e[3], e[4]
+                yield d
+            else:
+                yield e
+
     def _spill(self) -> None:
         with self._lock:
             events, self._events = self._events, []
             if not events:
                 return
             if self._spool is None:
-                self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")
-            self._spool.seek(0, os.SEEK_END)
-            self._spool.write("".join(_dumps(e) + "\n" for e in events))
+                self._spool = tempfile.TemporaryFile("w+b")
+            data = pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL)
+            offset = self._spool.seek(0, os.SEEK_END)
+            self._spool.write(data)
+            self._chunks.append((offset, len(data)))
             self._spooled += len(events)
 
     def __len__(self) -> int:
@@ -75,15 +108,12 @@ class Trace:
         if self._source is not None:
             yield from _read_events(self._source)[1]
         with self._lock:
-            spooled = self._spooled
+            chunks = list(self._chunks)
             if self._spool is not None:
                 self._spool.flush()
-        if spooled:
-            with open(self._spool.fileno(), "r", encoding="utf-8", closefd=False) as f:
-                f.seek(0)
-                for _ in range(spooled):
-                    yield json.loads(f.readline())
-        yield from list(self._events)
+        for offset, size in chunks:
+            yield from self._expand(pickle.loads(os.pread(self._spool.fileno(), size, offset)))
+        yield from self._expand(list(self._events))
 
     def events(self, kind: str | None = None) -> Iterator[dict]:
         """Events in order, optionally only those whose ``ev`` is ``kind``."""
