@@ -1,6 +1,8 @@
 """The ``halsim`` command line.
 
-``halsim demo`` runs a built-in multi-stage pipeline and writes its trace; ``halsim run PROGRAM``
+``halsim demo`` runs a built-in multi-stage pipeline on ``sim:metal`` with and without ``legacy_sync``,
+prints both makespans and their ratio and writes both traces (``--device URI``: the single-queue
+pipeline on any device, with a summary of its trace); ``halsim run PROGRAM``
 runs a host program (``file.py[:function]``, a function taking a device) on any device URI.
 Bad arguments or files print one clear line and exit with status 2.
 """
@@ -15,7 +17,7 @@ import sys
 from reference import hal
 from reference.trace import Trace
 
-from .pipeline import demo_pipeline, summarize
+from .pipeline import demo_pipeline, metal_demo, summarize
 
 
 class UsageError(Exception):
@@ -27,16 +29,17 @@ def _parser() -> argparse.ArgumentParser:
         prog="halsim",
         description="Simulate and check IREE-style HAL programs; run them on reference or real devices.",
         epilog="Examples:\n"
-               "  halsim demo                          run the built-in pipeline, write traces to out/demo/\n"
+               "  halsim demo                          the pipeline on sim:metal, async vs legacy_sync; traces in out/\n"
+               "  halsim demo --device local-task      the single-queue pipeline on any device, with a summary\n"
                "  halsim run prog.py:main --device local-task --trace t.json\n"
                "  halsim devices                       list the devices this installation can create\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="run the built-in pipeline and write its trace")
-    d.add_argument("--device", default="local-task", help="device URI (default: %(default)s)")
-    d.add_argument("--out", default="out/demo", help="output directory (default: %(default)s)")
+    d = sub.add_parser("demo", help="run the built-in pipeline on sim:metal (async vs legacy_sync), write traces")
+    d.add_argument("--device", help="instead, run the single-queue pipeline on this device URI and summarize it")
+    d.add_argument("--out", default="out", help="output directory (default: %(default)s)")
 
     r = sub.add_parser("run", help="run a host program on a device and save its trace")
     r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
@@ -75,7 +78,14 @@ def _create(uri: str):
 
 
 def cmd_demo(args) -> int:
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {args.out!r}: {e.strerror}") from None
+    if args.device is None:
+        ok, report = metal_demo(args.out)
+        print(report)
+        return 0 if ok else 1
     with _create(args.device) as dev:
         result = demo_pipeline(dev)
         path = os.path.join(args.out, f"{args.device.replace(':', '_').replace('?', '_')}.trace.json")

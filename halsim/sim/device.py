@@ -68,8 +68,10 @@ def _api(submit: bool = False, cost: bool = True):
     return decorate
 
 
-def check_options(options: dict) -> dict:
-    """Validate the sim driver's options (INVALID_ARGUMENT naming the option)."""
+def check_options(options: dict, extra: dict | None = None) -> dict:
+    """Validate the sim driver's options (INVALID_ARGUMENT naming the option). ``extra``: a
+    personality's own options (name → default); their values must have the default's type, and the
+    personality checks their ranges."""
     def integer(name, low, high=None):
         v = options[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
@@ -84,6 +86,11 @@ def check_options(options: dict) -> dict:
     if not isinstance(options["retain_resources"], bool):
         raise HalError(StatusCode.INVALID_ARGUMENT,
                        f"option retain_resources={options['retain_resources']!r} must be a bool")
+    for name, default in (extra or {}).items():
+        v = options[name]
+        if type(v) is not type(default) and not (type(default) is float and type(v) is int):
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"option {name}={v!r} must be of type {type(default).__name__}")
     return options
 
 
@@ -93,9 +100,10 @@ class SimDevice(Device):
     clock_kind = "virtual"
     personality = ""
     cost_defaults: dict = {}
+    extra_options: dict = {}  # the personality's own options (name → default), beyond OPTIONS
 
     def __init__(self, uri: str, options: dict | None = None):
-        options = check_options({**OPTIONS, **(options or {})})
+        options = check_options({**OPTIONS, **self.extra_options, **(options or {})}, self.extra_options)
         self._lock = threading.RLock()
         self._local = threading.local()
         self.env = simpy.Environment()

@@ -10,8 +10,26 @@ from halsim.cli import main
 from reference.trace import Trace
 
 
-def test_demo_writes_a_trace_and_checks_outputs(tmp_path, capsys):
+def test_demo_compares_metal_async_and_legacy_sync(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "a 6-stage pipeline on sim:metal, 2 queues" in out
+    assert "output check: OK (both modes)" in out
+    spans = {}
+    for mode in ("async", "legacy_sync"):
+        trace = Trace.load(tmp_path / f"sim_metal.{mode}.trace.json")
+        assert trace.header["options"]["legacy_sync"] == (mode == "legacy_sync")
+        ops = trace.operations()
+        assert len(ops) == 19 and all(o["status"] == 0 for o in ops)
+        assert {o["queue"] for o in ops} == {0, 1}
+        spans[mode] = max(o["end"] for o in ops) - min(o["t"] for o in ops)
+        assert f"  {mode:<12} {spans[mode] / 1e3:>7.1f} us" in out
+    assert spans["legacy_sync"] > spans["async"]
+    assert f"legacy_sync / async makespan: {spans['legacy_sync'] / spans['async']:.2f}x" in out
+
+
+def test_demo_on_a_device_writes_a_trace_and_checks_outputs(tmp_path, capsys):
+    assert main(["demo", "--device", "local-task", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "operations: 6 (1 copy, 3 execute, 1 host_call, 1 update)" in out
     assert "output check: OK" in out

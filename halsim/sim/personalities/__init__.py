@@ -5,7 +5,7 @@ about it (URI, CTS capability tags, CTS tests IREE does not run there). Adding `
 ``sim:cuda`` or ``sim:opencl`` means adding a module and one entry to :data:`PERSONALITIES`.
 
 >>> sorted(PERSONALITIES)
-['generic', 'sync']
+['generic', 'metal', 'sync']
 >>> PERSONALITIES["generic"].uri, sorted(PERSONALITIES["sync"].capabilities)
 ('sim', ['events', 'host_calls', 'indirect', 'mapping'])
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
-from . import generic, sync
+from . import generic, metal, sync
 
 
 class Personality(NamedTuple):
@@ -34,4 +34,7 @@ PERSONALITIES: dict[str, Personality] = {
                            "simulated async GPU: IREE unordered queue semantics, virtual time"),
     "sync": Personality("sync", "sim:sync", sync.SyncDevice, dict(sync.CTS_UNSUPPORTED),
                         "local-sync model in virtual time: queue calls block the host thread"),
+    "metal": Personality("metal", "sim:metal", metal.MetalDevice, dict(metal.CTS_UNSUPPORTED),
+                         "Metal driver model: in-order MTLCommandQueues, encoders, MTLSharedEvents; "
+                         "option legacy_sync"),
 }
