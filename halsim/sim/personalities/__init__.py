@@ -5,7 +5,7 @@ about it (URI, CTS capability tags, CTS tests IREE does not run there). Adding `
 ``sim:cuda`` or ``sim:opencl`` means adding a module and one entry to :data:`PERSONALITIES`.
 
 >>> sorted(PERSONALITIES)
-['generic', 'metal', 'sync']
+['cuda', 'generic', 'metal', 'opencl', 'sync']
 >>> PERSONALITIES["generic"].uri, sorted(PERSONALITIES["sync"].capabilities)
 ('sim', ['events', 'host_calls', 'indirect', 'mapping'])
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
-from . import generic, metal, sync
+from . import cuda, generic, metal, opencl, sync
 
 
 class Personality(NamedTuple):
@@ -37,4 +37,9 @@ PERSONALITIES: dict[str, Personality] = {
     "metal": Personality("metal", "sim:metal", metal.MetalDevice, dict(metal.CTS_UNSUPPORTED),
                          "Metal driver model: in-order MTLCommandQueues, encoders, MTLSharedEvents; "
                          "option legacy_sync"),
+    "cuda": Personality("cuda", "sim:cuda", cuda.CudaDevice, dict(cuda.CTS_UNSUPPORTED),
+                        "CUDA driver model: host-side timelines, pending queue actions, CUevent pools, "
+                        "dispatch + callback streams; option event_pool_capacity"),
+    "opencl": Personality("opencl", "sim:opencl", opencl.OpenCLDevice, dict(opencl.CTS_UNSUPPORTED),
+                          "OpenCL model: in-order queues, marker and user events, event callbacks"),
 }

@@ -100,13 +100,26 @@ def run_and_save(personality, program, path, **options) -> bytes:
 # On sim:sync the pipeline's consumer-first barrier deadlocks; test_sync_pipeline_is_deterministic_too
 # covers that pair.
 @pytest.mark.parametrize("personality, program", [
-    (p, prog) for p in ("generic", "sync") for prog in (pipeline, two_threads, sleeper_and_waiters)
-    if not (p == "sync" and prog is pipeline)])
+    (p, prog) for p in ("generic", "sync", "metal", "cuda", "opencl")
+    for prog in (pipeline, two_threads, sleeper_and_waiters)
+    if not (p == "sync" and prog is pipeline) and not (p in ("cuda", "opencl") and prog is pipeline)])
 def test_same_program_gives_identical_trace_bytes(tmp_path, personality, program):
     options = {"queues": 2, "seed": 7}
     first = run_and_save(personality, program, tmp_path / "a.json", **options)
     for i in range(3):
         assert run_and_save(personality, program, tmp_path / f"b{i}.json", **options) == first
+
+
+@pytest.mark.parametrize("personality", ["cuda"])
+def test_stream_devices_run_the_demo_pipeline_deterministically(tmp_path, personality):
+    # pipeline() ends with a failing chain, which is sticky on these devices; the demo pipeline is not
+    # (it submits consumers first on one queue, which deadlocks sim:opencl's in-order queue).
+    from halsim.pipeline import demo_pipeline
+
+    def program(dev):
+        return demo_pipeline(dev)
+    first = run_and_save(personality, program, tmp_path / "a.json", queues=2)
+    assert run_and_save(personality, program, tmp_path / "b.json", queues=2) == first
 
 
 def test_sync_pipeline_is_deterministic_too(tmp_path):

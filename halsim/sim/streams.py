@@ -1,0 +1,428 @@
+"""The event-semaphore stream engine: IREE's CUDA driver design (HAL_SEMANTICS §B.3) in virtual time.
+
+``sim:cuda`` and ``sim:opencl`` are this engine with different native events; ``real_backends.common``
+is the same design against real APIs. The pieces, named as in IREE's ``deferred_work_queue.c``:
+
+* **Host-side timeline semaphores.** Values live on the host; the GPU only sees *native events*.
+* **Pending queue actions.** A queue call appends an *action* to the device's FIFO list and *scans*
+  it; so do every semaphore signal or failure (host threads and completion callbacks alike). A scan
+  resolves each pending action's waits in order: reached → dropped; failed → the action fails; else
+  a native event that will set the value is needed. With ``wait_policy = "pending"`` (CUDA) only an
+  already-*recorded* device-signal event of an issued action will do, otherwise the action stays
+  pending — and ready actions are issued past it. With ``"user_event"`` (OpenCL) an unresolved wait
+  becomes a user event the host sets when the value is reached, so every action is issued at once and
+  its in-order queue stalls on it. More than ``max_wait_events`` events → RESOURCE_EXHAUSTED.
+* **Sticky failure** ([H] ``actions->status``): a failed wait, the event limit or a device error fails
+  the action's signals and the device's queue status; from then on every pending and future action
+  fails with that status.
+* **The worker thread** issues ready actions one at a time (``wake_ns`` to wake it): waits on the
+  events (``event_wait_ns`` each), launches the work (``commit_ns``), acquires one device-signal event
+  per signal from the event pool (``event_create_ns`` when the pool is empty) and records it
+  (``event_record_ns``).
+* **Streams**: one in-order dispatch stream per queue runs issued actions in issue order, each after
+  its wait events complete (``launch_ns``, then the commands with the cost model's durations).
+* **Completion**: ``host_fn_ns`` after the GPU reaches an action's events, a host callback — on the
+  queue's callback stream (CUDA, ``cuLaunchHostFunc``) or the device's event-callback thread (OpenCL,
+  ``clSetEventCallback``), one at a time — runs host calls, signals (or fails) the semaphores on the
+  host, then releases what the action retained and its events.
+
+>>> from halsim.sim.driver import driver
+>>> dev = driver.create_device("cuda")
+>>> a, b = dev.create_semaphore(), dev.create_semaphore()
+>>> dev.queue_barrier([(a, 1)], [(b, 1)])       # pending: nothing has recorded an event for a >= 1
+>>> dev.queue_barrier([], [(a, 1)])             # ready: issued past the pending one
+>>> b.wait(1)
+>>> [(e["op"], e["t"]) for e in dev.trace.events("issue")]
+[('0:1', 6900), ('0:0', 22900)]
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from reference.hal import HalError, StatusCode
+from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
+
+from .device import SimDevice
+from .events import WaitsResolved
+from .execution import timed_body
+
+MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
+
+
+class NativeEvent:
+    """A CUevent / cl_event. ``done`` is a SimPy event whose value is None (reached) or the HalError
+    the waiter fails with; a device-signal event is recorded by ``producer`` for ``sem >= value``."""
+
+    __slots__ = ("kind", "sem", "value", "producer", "done", "refs", "pooled")
+
+    def __init__(self, kind: str, sem: str, value: int, producer, done, pooled: bool):
+        self.kind = kind          # "signal" (recorded on a stream) or "user" (set by the host)
+        self.sem = sem
+        self.value = value
+        self.producer = producer  # the Action that records it (signal events)
+        self.done = done
+        self.refs = 1
+        self.pooled = pooled
+
+
+class Action:
+    """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
+
+    __slots__ = ("op", "seq", "waits", "events", "signal_events")
+
+    def __init__(self, op: QueueOp, seq: int):
+        self.op = op
+        self.seq = seq
+        self.waits = list(op.wait)      # not yet resolved, in list order
+        self.events: list[NativeEvent] = []
+        self.signal_events: list[NativeEvent] = []
+
+
+class Stream:
+    """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path."""
+
+    __slots__ = ("index", "track", "fifo", "wakeup", "callback_track", "callback_free")
+
+    def __init__(self, index: int, track: int, callback_track: int):
+        self.index = index
+        self.track = track
+        self.fifo: deque[Action] = deque()
+        self.wakeup = None
+        self.callback_track = callback_track
+        self.callback_free = 0
+
+
+class StreamDevice(SimDevice):
+    """Base of ``sim:cuda`` and ``sim:opencl``. Subclasses set the class attributes below."""
+
+    wait_policy = "pending"       # or "user_event"
+    max_wait_events: int | None = MAX_WAIT_EVENTS
+    event_name = "native_event"   # trace event name for event-pool activity
+    stream_name = "stream"
+    callback_per_stream = True    # CUDA: a callback stream per queue; OpenCL: one callback thread
+
+    def __init__(self, uri: str, options: dict | None = None):
+        super().__init__(uri, options)
+        capacity = self.options.get("event_pool_capacity")
+        if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"option event_pool_capacity={capacity!r} must be an int >= 0")
+        self.pool_capacity = capacity          # None: no pool, every event created and destroyed
+        self.pool_free = capacity or 0
+        self.events_in_use = 0
+        self.peak_events_in_use = 0
+        self.unpooled_events = 0
+        self._seq = 0
+        self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
+        self._pending: dict[int, Action] = {}  # submission order
+        self._recorded: dict[str, list[NativeEvent]] = {}
+        self._scans: set[int] = set()
+        self._sticky: HalError | None = None
+        self._closing: HalError | None = None
+        self._user_waits: list[WaitsResolved] = []
+        self._worker: deque[Action] = deque()
+        self._worker_busy = False
+        self._worker_track = self.recorder.track("worker", "issue worker")
+        shared = None if self.callback_per_stream else self.recorder.track("host", "event callbacks")
+        self._streams = []
+        for i in range(self.queue_count):
+            track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
+            cb = shared if shared is not None else self.recorder.track("stream", f"queue {i} callback stream")
+            stream = Stream(i, track, cb)
+            self._streams.append(stream)
+            self.env.process(self._run_stream(stream))
+        self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
+
+    # -- scans: host-side pending queue actions -------------------------------------------------------
+
+    def _schedule(self, op: QueueOp) -> None:
+        action = Action(op, self._seq)
+        self._seq += 1
+        self._arriving += 1
+        self.env.timeout(max(0, op.enqueue_t - self.env.now)).callbacks.append(lambda _ev: self._arrive(action))
+
+    def _arrive(self, action: Action) -> None:
+        self._arriving -= 1
+        self._pending[action.seq] = action
+        self._scan()
+
+    def _signal_semaphore(self, sem, value: int, cause: str) -> None:
+        super()._signal_semaphore(sem, value, cause)
+        self._poke(self.now())
+
+    def _fail_semaphore(self, sem, error: HalError, cause: str) -> None:
+        super()._fail_semaphore(sem, error, cause)
+        self._poke(self.now())
+
+    def _poke(self, t: int) -> None:
+        """Scan the pending actions at virtual time ``t`` (once per time, however many changes)."""
+        if (not self._pending and not self._arriving) or t in self._scans:
+            return
+        self._scans.add(t)
+
+        def scan(_ev):
+            self._scans.discard(t)
+            self._scan()
+        self.env.timeout(max(0, t - self.env.now)).callbacks.append(scan)
+
+    def _scan(self) -> None:
+        ready = []
+        for action in list(self._pending.values()):
+            outcome = self._sticky.clone() if self._sticky is not None else self._resolve(action)
+            if outcome is False:
+                continue
+            del self._pending[action.seq]
+            if isinstance(outcome, HalError):
+                self._fail_action(action, outcome)
+                self._set_sticky(outcome)
+            else:
+                ready.append(action)
+        if ready:
+            self._worker.extend(ready)
+            if not self._worker_busy:
+                self._worker_busy = True
+                self.env.timeout(self.cost.wake_ns).callbacks.append(lambda _ev: self._issue_next())
+
+    def _resolve(self, action: Action):
+        """None: ready; False: still pending; a HalError: the action fails with it."""
+        now, history, waits = self.env.now, self.history, action.waits
+        while waits:
+            sem, value = waits[0]
+            if sem.failure is not None and history.failure(sem.id)[0] <= now:
+                return sem.failure.clone()
+            if sem.poll(value) is True and history.reached(sem.id, value)[0] <= now:
+                waits.pop(0)
+                continue
+            if self.wait_policy == "user_event":
+                event = self._user_event(sem, value)
+            else:
+                event = self._recorded_event(sem.id, value)
+                if event is None:
+                    return False
+                event.refs += 1
+            if self.max_wait_events is not None and len(action.events) >= self.max_wait_events:
+                self._unref(event)
+                return HalError(StatusCode.RESOURCE_EXHAUSTED,
+                                f"exceeded maximum queue action wait event limit ({self.max_wait_events}) "
+                                f"in op {action.op.id}")
+            action.events.append(event)
+            waits.pop(0)
+        return None
+
+    def _recorded_event(self, sem_id: str, value: int) -> NativeEvent | None:
+        for event in self._recorded.get(sem_id, ()):
+            if event.value >= value:
+                return event
+        return None
+
+    def _user_event(self, sem, value: int) -> NativeEvent:
+        waits = WaitsResolved(self, [(sem, value)])
+        self._user_waits.append(waits)
+        if self._closing is not None:
+            waits.cancel(self._closing.clone())
+        if len(self._user_waits) > 256:
+            self._user_waits = [w for w in self._user_waits if not w.done]
+        event = NativeEvent("user", sem.id, value, None, waits, self._acquire())
+        self._native("acquire", event)
+        return event
+
+    def _set_sticky(self, error: HalError) -> None:
+        if self._sticky is None:
+            self._sticky = error.clone()
+            self._poke(self.env.now)
+
+    def _fail_action(self, action: Action, error: HalError) -> None:
+        op = action.op
+        op.ready_t = op.start_t = op.end_t = self.env.now
+        op.track = self._streams[op.queue].track
+        self.recorder.op_done(op, error)
+        fail_all(self, op, error)
+        self._cleanup(action)
+
+    # -- the worker thread: issue ready actions -------------------------------------------------------
+
+    def _issue_next(self) -> None:
+        if not self._worker:
+            self._worker_busy = False
+            return
+        action = self._worker.popleft()
+        cost = self.cost
+        start = self.env.now
+        ns = cost.commit_ns + cost.event_wait_ns * len(action.events)
+        for sem, value in action.op.signal:
+            pooled = self._acquire()
+            ns += cost.event_record_ns + (0 if pooled else cost.event_create_ns)
+            event = NativeEvent("signal", sem.id, value, action, self.env.event(), pooled)
+            action.signal_events.append(event)
+            self._native("acquire", event)
+
+        def issued(_ev):
+            op = action.op
+            self.recorder.emit({"ev": "issue", "t": self.env.now, "op": op.id, "start": start,
+                                "track": self._worker_track, "events": len(action.events)})
+            for event in action.signal_events:
+                self._recorded.setdefault(event.sem, []).append(event)
+            stream = self._streams[op.queue]
+            stream.fifo.append(action)
+            if stream.wakeup is not None and not stream.wakeup.triggered:
+                stream.wakeup.succeed()
+            self._issue_next()
+        self.env.timeout(ns).callbacks.append(issued)
+
+    # -- native events and the pool --------------------------------------------------------------------
+
+    def _acquire(self) -> bool:
+        """Take an event: from the pool when it has one (True), else a new unpooled one (False)."""
+        self.events_in_use += 1
+        self.peak_events_in_use = max(self.peak_events_in_use, self.events_in_use)
+        if self.pool_free:
+            self.pool_free -= 1
+            return True
+        self.unpooled_events += 1
+        return False
+
+    def _unref(self, event: NativeEvent) -> bool:
+        """Drop a reference; at the last one release the event. True when it was destroyed."""
+        event.refs -= 1
+        if event.refs:
+            return False
+        self.events_in_use -= 1
+        # Back to the pool while it has room; otherwise destroyed ("extra events ... without pooling").
+        event.pooled = self.pool_capacity is not None and self.pool_free < self.pool_capacity
+        if event.pooled:
+            self.pool_free += 1
+        self._native("release", event)
+        return not event.pooled
+
+    def _native(self, what: str, event: NativeEvent) -> None:
+        """Trace pool activity: ``pooled`` False on acquire = created, on release = destroyed."""
+        self.recorder.emit({"ev": self.event_name, "t": self.env.now, "action": what, "kind": event.kind,
+                            "sem": event.sem, "value": event.value,
+                            "op": event.producer.op.id if event.producer is not None else None,
+                            "pooled": event.pooled, "in_use": self.events_in_use, "free": self.pool_free})
+
+    # -- the GPU: one process per dispatch stream ----------------------------------------------------
+
+    def _run_stream(self, stream: Stream):
+        env = self.env
+        while True:
+            if not stream.fifo:
+                stream.wakeup = env.event()
+                yield stream.wakeup
+                stream.wakeup = None
+                continue
+            action = stream.fifo[0]
+            op = action.op
+            op.track = stream.track
+            error = None
+            for event in action.events:
+                outcome = yield event.done
+                if outcome is not None and error is None:
+                    error = outcome
+            op.ready_t = env.now
+            should_signal = True
+            if error is not None:
+                op.wait_error = error
+                op.start_t = op.end_t = env.now
+            elif op.kind == "host_call":  # the function runs in the completion callback
+                op.start_t = op.end_t = env.now
+            else:
+                op.start_t = env.now + self.cost.launch_ns
+                body = timed_body(self, op, stream.track, at=op.start_t)
+                while True:
+                    try:
+                        ns = next(body)
+                    except StopIteration as stop:
+                        should_signal = bool(stop.value)
+                        break
+                    except HalError as e:
+                        error = e
+                        break
+                    yield env.timeout(ns)
+                if op.signal and self.cost.event_record_ns:
+                    yield env.timeout(self.cost.event_record_ns * len(op.signal))
+                op.end_t = env.now
+            stream.fifo.popleft()
+            for event in action.signal_events:
+                event.done.succeed(error)
+            if op.kind != "host_call" or error is not None:
+                self.recorder.op_done(op, error)
+            path = self._callback_path(stream.index)
+            at = max(env.now, path.callback_free) + self.cost.host_fn_ns
+            path.callback_free = at
+            env.timeout(at - env.now).callbacks.append(
+                lambda _ev, a=action, e=error, s=should_signal: self._complete(a, e, s))
+
+    def _callback_path(self, queue: int) -> Stream:
+        return self._streams[queue] if self._shared_callback is None else self._shared_callback
+
+    def _complete(self, action: Action, error: HalError | None, should_signal: bool) -> None:
+        """The host callback: run a host call, signal or fail on the host, then clean up."""
+        op = action.op
+        device_error = error is not None and op.wait_error is None
+        if op.kind == "host_call" and error is None:
+            previous, self._host_call_op = self._host_call_op, op
+            try:
+                should_signal = run_body(self, op, op.track, self.now)
+            except HalError as e:
+                error = e
+            finally:
+                self._host_call_op = previous
+                self.threads.user_code_ran()
+            op.end_t = self.env.now
+            self.recorder.op_done(op, error)
+        if error is not None:
+            fail_all(self, op, error)
+            if device_error or op.wait_error is not None:
+                self._set_sticky(error)
+        elif should_signal:
+            signal_all(self, op)
+        self._cleanup(action)
+
+    def _cleanup(self, action: Action) -> None:
+        op = action.op
+        if op.resources:
+            self.recorder.release(op, [r.id for r in op.resources])
+            op.resources = ()
+        destroyed = 0
+        for event in action.signal_events:
+            recorded = self._recorded.get(event.sem)
+            if recorded is not None and event in recorded:
+                recorded.remove(event)
+                if not recorded:
+                    del self._recorded[event.sem]
+            destroyed += self._unref(event)
+        for event in action.events:
+            destroyed += self._unref(event)
+        action.events = action.signal_events = ()
+        if destroyed and self.cost.event_destroy_ns:  # unpooled events are destroyed by the callback path
+            path = self._callback_path(op.queue)
+            path.callback_free = max(path.callback_free, self.env.now) + destroyed * self.cost.event_destroy_ns
+
+    # -- deadlocks and shutdown -------------------------------------------------------------------
+
+    def _pending_ops(self) -> list[QueueOp]:
+        ops = [a.op for a in self._pending.values()]
+        for stream in self._streams:
+            ops.extend(a.op for a in stream.fifo)
+        return ops
+
+    def _queued_behind(self) -> dict[str, str]:
+        behind = {}
+        for stream in self._streams:
+            previous = None
+            for action in stream.fifo:
+                if previous is not None:
+                    behind[action.op.id] = previous.op.id
+                previous = action
+        return behind
+
+    def _cancel_pending(self, error: HalError) -> None:
+        self._closing = error
+        for action in list(self._pending.values()):
+            del self._pending[action.seq]
+            self._fail_action(action, error.clone())
+        for waits in self._user_waits:
+            waits.cancel(error.clone())
+        self._user_waits = [w for w in self._user_waits if not w.done]

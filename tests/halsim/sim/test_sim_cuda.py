@@ -1,0 +1,179 @@
+"""sim:cuda: pending queue actions, CUevent pools, the 32-wait limit, sticky failure, callback streams."""
+
+import gc
+
+import pytest
+
+from halsim.sim import DeadlockError
+from reference import hal
+from tests.conftest import WAIT
+from tests.halsim.sim.conftest import costs
+
+S = hal.StatusCode
+# Small distinct costs so every expected time below can be worked out by hand.
+COSTS = costs(commit_ns=100, event_record_ns=10, event_wait_ns=20, event_create_ns=1000, event_destroy_ns=500,
+              host_fn_ns=1000, launch_ns=50, wake_ns=5)
+
+
+def evs(dev, kind):
+    return list(dev.trace.events(kind))
+
+
+def test_a_ready_action_is_issued_past_an_earlier_pending_one(make):
+    dev = make("cuda", cost_model=COSTS)
+    gate, a, b = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(gate, 1)], [(a, 1)])   # 0:0 pending: nothing recorded an event for gate
+    dev.queue_barrier([], [(b, 1)])            # 0:1 ready: issued past 0:0
+    b.wait(1, WAIT)
+    assert (dev.now(), a.query()) == (1180, 0)  # callback at 175 + 1000 host_fn, +5 wake
+    gate.signal(1)                              # host signal at 1180: a scan issues 0:0
+    a.wait(1, WAIT)
+    assert [(e["op"], e["start"], e["t"]) for e in evs(dev, "issue")] == [("0:1", 5, 115), ("0:0", 1185, 1295)]
+    assert [(o["op"], o["ready"], o["start"], o["end"]) for o in dev.trace.operations()] == [
+        ("0:0", 1295, 1345, 1355), ("0:1", 115, 165, 175)]
+
+
+def test_consumer_before_producer_on_one_queue_costs_a_round_trip_not_a_deadlock(make):
+    dev = make("cuda", cost_model=COSTS)
+    s, done = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(s, 1)], [(done, 1)])   # consumer first, same queue
+    dev.queue_barrier([], [(s, 1)])            # producer
+    done.wait(1, WAIT)
+    issue = {e["op"]: e["t"] for e in evs(dev, "issue")}
+    signal_s = next(e["t"] for e in evs(dev, "signal") if e["sem"] == "s0")
+    # The consumer is issued only after the producer's callback signalled s on the host.
+    assert issue == {"0:1": 115, "0:0": signal_s + 5 + 110}
+    assert dev.trace.header["personality"] == "cuda"
+
+
+def test_a_device_wait_reuses_the_producers_recorded_event(make):
+    dev = make("cuda", cost_model=costs(**{**COSTS, "fill_latency_ns": 100_000}))
+    buf = dev.allocator.allocate_buffer(64)
+    s, done = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_fill([], [(s, 1)], buf, 0, 64, 7, 1)            # long producer
+    dev.sleep(0.00001)                                          # 10 us: the worker has recorded s>=1
+    dev.queue_copy([(s, 1)], [(done, 1)], buf, 0, buf, 32, 32)  # waits on the recorded CUevent
+    done.wait(1, WAIT)
+    (fill, copy) = dev.trace.operations()
+    (_, copy_issue) = evs(dev, "issue")
+    assert copy_issue["events"] == 1
+    assert copy_issue["t"] < fill["end"]              # issued before the producer finished: no round trip
+    assert copy["ready"] == fill["end"]               # the stream ran it right behind the fill
+    assert buf.map_read(32, 32) == bytes([7]) * 32
+
+
+def test_event_pool_exhaustion_creates_and_destroys_unpooled_events(make):
+    dev = make("cuda", event_pool_capacity=2, cost_model=costs(**{**COSTS, "fill_latency_ns": 100_000}))
+    buf = dev.allocator.allocate_buffer(16)
+    sems = [dev.create_semaphore() for _ in range(4)]
+    for s in sems:  # four signals in flight at once: the pool has two events
+        dev.queue_fill([], [(s, 1)], buf, 0, 16, 1, 1)
+    sems[-1].wait(1, WAIT)
+    pool = [(e["action"], e["sem"], e["pooled"], e["in_use"], e["free"]) for e in evs(dev, "cuda_event")]
+    assert pool == [
+        ("acquire", "s0", True, 1, 1), ("acquire", "s1", True, 2, 0),
+        ("acquire", "s2", False, 3, 0), ("acquire", "s3", False, 4, 0),
+        ("release", "s0", True, 3, 1), ("release", "s1", True, 2, 2),
+        ("release", "s2", False, 1, 2), ("release", "s3", False, 0, 2)]
+    assert (dev.unpooled_events, dev.peak_events_in_use) == (2, 4)
+    # Creating an event costs the worker event_create_ns: the 3rd and 4th issues are 1000 ns slower.
+    starts = [e["t"] - e["start"] for e in evs(dev, "issue")]
+    assert starts == [110, 110, 1110, 1110]
+
+
+def _producers_behind_a_long_fill(dev, n):
+    buf = dev.allocator.allocate_buffer(16)
+    dev.queue_fill([], [], buf, 0, 16, 1, 1)                  # 100 us at the head of stream 0
+    sems = [dev.create_semaphore() for _ in range(n)]
+    for s in sems:
+        dev.queue_barrier([], [(s, 1)])                       # issued, stuck behind the fill
+    dev.sleep(0.00005)                                        # 50 us: every producer event is recorded
+    return sems
+
+
+@pytest.mark.parametrize("n, status", [(32, S.OK), (33, S.RESOURCE_EXHAUSTED)])
+def test_more_than_32_wait_events_in_one_action_is_resource_exhausted(make, n, status):
+    dev = make("cuda", queues=2, cost_model=costs(**{**COSTS, "fill_latency_ns": 100_000}))
+    sems = _producers_behind_a_long_fill(dev, n)
+    done, later = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(s, 1) for s in sems], [(done, 1)], queue_affinity=1 << 1)
+    if status == S.OK:
+        done.wait(1, WAIT)
+        assert evs(dev, "issue")[-1]["events"] == 32
+        return
+    with pytest.raises(hal.HalError) as ei:
+        done.wait(1, WAIT)
+    assert ei.value.code == S.RESOURCE_EXHAUSTED
+    assert "exceeded maximum queue action wait event limit (32) in op 0:" in ei.value.message
+    # Sticky: an unrelated later action fails with the same status.
+    dev.queue_barrier([], [(later, 1)])
+    with pytest.raises(hal.HalError) as ei:
+        later.wait(1, WAIT)
+    assert ei.value.code == S.RESOURCE_EXHAUSTED
+
+
+def test_a_failed_wait_fails_the_signals_and_every_later_action(make):
+    dev = make("cuda", cost_model=COSTS)
+    gate, a, b = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    gate.fail(S.DATA_LOSS, "producer died")
+    dev.queue_barrier([(gate, 1)], [(a, 1)])
+    dev.queue_barrier([], [(b, 1)])
+    for sem in (a, b):
+        with pytest.raises(hal.HalError) as ei:
+            sem.wait(1, WAIT)
+        assert ei.value.code == S.DATA_LOSS
+    assert [(o["op"], o["status"]) for o in dev.trace.operations()] == [("0:0", S.DATA_LOSS), ("0:1", S.DATA_LOSS)]
+
+
+def test_two_semaphore_cycle_raises_deadlock_with_the_chain(make):
+    dev = make("cuda")
+    a, b = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(a, 1)], [(b, 1)])
+    dev.queue_barrier([(b, 1)], [(a, 1)])
+    with pytest.raises(DeadlockError) as ei:
+        b.wait(1)
+    assert ei.value.code == S.ABORTED
+    assert "two-semaphore cycle s0 -> s1: 0:0 waits s0>=1, signaled by 0:1; 0:1 waits s1>=1, signaled by 0:0" \
+        in ei.value.message
+
+
+def test_host_call_runs_on_the_callback_stream(make):
+    dev = make("cuda", cost_model=COSTS)
+    done = dev.create_semaphore()
+    seen = []
+    dev.queue_host_call([], [(done, 1)], lambda args, ctx: seen.append(dev.now()), (1, 2, 3, 4))
+    done.wait(1, WAIT)
+    # issue at 110 (wake 5 + commit 100 + one record 10 = 115), the GPU reaches it at once, then host_fn.
+    assert seen == [1115]
+    (op,) = dev.trace.operations()
+    assert (op["ready"], op["end"]) == (115, 1115)
+
+
+def test_released_while_in_flight_is_recorded_when_not_retained(make):
+    dev = make("cuda", retain_resources=False, cost_model=COSTS)
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    src, dst = dev.allocator.allocate_buffer(8), dev.allocator.allocate_buffer(8)
+    src.map_write(0, b"12345678")
+    dev.queue_copy([(gate, 1)], [(done, 1)], src, 0, dst, 0, 8)
+    del src
+    gc.collect()
+    gate.signal(1)
+    done.wait(1, WAIT)
+    seq = [(e["ev"], e.get("res") or e.get("op")) for e in dev.trace
+           if e["ev"] in ("op", "op_done", "host_release", "retain", "release")]
+    assert seq == [("op", "0:0"), ("host_release", "b0"), ("op_done", "0:0")]
+    assert dst.map_read() == b"12345678"
+
+
+def test_event_pool_capacity_is_a_cuda_option(make):
+    with pytest.raises(hal.HalError) as ei:
+        make("cuda", event_pool_capacity=-1)
+    assert (ei.value.code, "event_pool_capacity=-1" in ei.value.message) == (S.INVALID_ARGUMENT, True)
+    with pytest.raises(hal.HalError) as ei:
+        make("generic", event_pool_capacity=4)
+    assert ei.value.code == S.INVALID_ARGUMENT and "unknown option 'event_pool_capacity'" in ei.value.message
+    dev = hal.create_device("sim:cuda?event_pool_capacity=4")
+    try:
+        assert dev.pool_capacity == 4
+    finally:
+        dev.close()
