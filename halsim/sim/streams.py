@@ -40,6 +40,7 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappop, heappush
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
@@ -49,6 +50,7 @@ from .events import WaitsResolved
 from .execution import timed_body
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
+MAX_LEVEL = 1 << 64
 
 
 class NativeEvent:
@@ -117,10 +119,13 @@ class StreamDevice(SimDevice):
         self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
         self._pending: dict[int, Action] = {}  # submission order
         self._recorded: dict[str, list[NativeEvent]] = {}
-        self._scans: set[int] = set()
+        self._scans: dict[int, set] = {}          # time → semaphores changed then
+        # semaphore id → heap of (value, seq, action): pending actions blocked waiting for it to reach value
+        self._blocked: dict[str, list] = {}
+        self._recorded_since_scan: set[str] = set()
         self._sticky: HalError | None = None
         self._closing: HalError | None = None
-        self._user_waits: list[WaitsResolved] = []
+        self._user_waits: dict[WaitsResolved, None] = {}  # user events not set yet, in creation order
         self._worker: deque[Action] = deque()
         self._worker_busy = False
         self._worker_track = self.recorder.track("worker", "issue worker")
@@ -145,44 +150,84 @@ class StreamDevice(SimDevice):
     def _arrive(self, action: Action) -> None:
         self._arriving -= 1
         self._pending[action.seq] = action
-        self._scan()
+        self._scan((), action)
 
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
         super()._signal_semaphore(sem, value, cause)
-        self._poke(self.now())
+        self._poke(self.now(), sem.id)
 
     def _fail_semaphore(self, sem, error: HalError, cause: str) -> None:
         super()._fail_semaphore(sem, error, cause)
-        self._poke(self.now())
+        self._poke(self.now(), sem.id)
 
-    def _poke(self, t: int) -> None:
-        """Scan the pending actions at virtual time ``t`` (once per time, however many changes)."""
-        if (not self._pending and not self._arriving) or t in self._scans:
+    def _poke(self, t: int, sem_id: str | None) -> None:
+        """Scan at virtual time ``t`` for a change of ``sem_id`` (one scan per time, however many)."""
+        if not self._pending and not self._arriving:
             return
-        self._scans.add(t)
+        sems = self._scans.get(t)
+        if sems is not None:
+            sems.add(sem_id)
+            return
+        sems = self._scans[t] = {sem_id}
 
         def scan(_ev):
-            self._scans.discard(t)
-            self._scan()
+            del self._scans[t]
+            self._scan(sems)
         self.env.timeout(max(0, t - self.env.now)).callbacks.append(scan)
 
-    def _scan(self) -> None:
-        ready = []
-        for action in list(self._pending.values()):
-            outcome = self._sticky.clone() if self._sticky is not None else self._resolve(action)
-            if outcome is False:
+    def _scan(self, sems, new: Action | None = None) -> None:
+        """IREE's ``issue()``: resolve pending actions in submission order; issue the ready ones.
+
+        Equivalent to re-examining the whole list, but only actions whose blocking wait may have
+        changed are looked at: those blocked on a semaphore that changed (``sems``) or that got a
+        recorded device-signal event since the last scan, and the new arrival."""
+        if self._sticky is not None:
+            self._fail_all_pending()
+            return
+        candidates = {}
+        blocked = self._blocked
+        for sem_id in set(sems) | self._recorded_since_scan:
+            heap = blocked.get(sem_id)
+            if not heap:
                 continue
-            del self._pending[action.seq]
+            level = self._reach_level(heap[0][2].waits[0][0])
+            while heap and heap[0][0] <= level:
+                action = heappop(heap)[2]
+                candidates[action.seq] = action
+        self._recorded_since_scan.clear()
+        if new is not None:
+            candidates[new.seq] = new
+        ready = []
+        for seq in sorted(candidates):
+            action = candidates[seq]
+            outcome = self._resolve(action)
+            if outcome is False:
+                sem, value = action.waits[0]
+                heappush(blocked.setdefault(sem.id, []), (value, seq, action))
+                continue
+            del self._pending[seq]
             if isinstance(outcome, HalError):
                 self._fail_action(action, outcome)
                 self._set_sticky(outcome)
-            else:
-                ready.append(action)
+                break
+            ready.append(action)
+        if self._sticky is not None:  # [H]: the rest of the list, and the ready list, fail with it
+            for action in ready:
+                self._fail_action(action, self._sticky.clone())
+            self._fail_all_pending()
+            return
         if ready:
             self._worker.extend(ready)
             if not self._worker_busy:
                 self._worker_busy = True
                 self.env.timeout(self.cost.wake_ns).callbacks.append(lambda _ev: self._issue_next())
+
+    def _fail_all_pending(self) -> None:
+        pending = list(self._pending.values())
+        self._pending.clear()
+        self._blocked.clear()
+        for action in pending:
+            self._fail_action(action, (self._sticky or self._closing).clone())
 
     def _resolve(self, action: Action):
         """None: ready; False: still pending; a HalError: the action fails with it."""
@@ -194,13 +239,13 @@ class StreamDevice(SimDevice):
             if sem.poll(value) is True and history.reached(sem.id, value)[0] <= now:
                 waits.pop(0)
                 continue
-            if self.wait_policy == "user_event":
+            event = self._recorded_event(sem.id, value)
+            if event is not None:
+                event.refs += 1
+            elif self.wait_policy == "user_event":
                 event = self._user_event(sem, value)
             else:
-                event = self._recorded_event(sem.id, value)
-                if event is None:
-                    return False
-                event.refs += 1
+                return False
             if self.max_wait_events is not None and len(action.events) >= self.max_wait_events:
                 self._unref(event)
                 return HalError(StatusCode.RESOURCE_EXHAUSTED,
@@ -210,6 +255,14 @@ class StreamDevice(SimDevice):
             waits.pop(0)
         return None
 
+    def _reach_level(self, sem) -> int:
+        """The highest value a scan could now find ``sem`` at or covered by a recorded event
+        (everything, once it failed): blocked actions waiting for more need not be looked at."""
+        if sem.failure is not None:
+            return MAX_LEVEL
+        recorded = self._recorded.get(sem.id)
+        return max(sem.payload, max(e.value for e in recorded)) if recorded else sem.payload
+
     def _recorded_event(self, sem_id: str, value: int) -> NativeEvent | None:
         for event in self._recorded.get(sem_id, ()):
             if event.value >= value:
@@ -218,11 +271,11 @@ class StreamDevice(SimDevice):
 
     def _user_event(self, sem, value: int) -> NativeEvent:
         waits = WaitsResolved(self, [(sem, value)])
-        self._user_waits.append(waits)
         if self._closing is not None:
             waits.cancel(self._closing.clone())
-        if len(self._user_waits) > 256:
-            self._user_waits = [w for w in self._user_waits if not w.done]
+        elif not waits.done:
+            self._user_waits[waits] = None
+            waits.callbacks.append(lambda ev: self._user_waits.pop(ev, None))
         event = NativeEvent("user", sem.id, value, None, waits, self._acquire())
         self._native("acquire", event)
         return event
@@ -230,7 +283,7 @@ class StreamDevice(SimDevice):
     def _set_sticky(self, error: HalError) -> None:
         if self._sticky is None:
             self._sticky = error.clone()
-            self._poke(self.env.now)
+            self._poke(self.env.now, None)
 
     def _fail_action(self, action: Action, error: HalError) -> None:
         op = action.op
@@ -263,6 +316,7 @@ class StreamDevice(SimDevice):
                                 "track": self._worker_track, "events": len(action.events)})
             for event in action.signal_events:
                 self._recorded.setdefault(event.sem, []).append(event)
+                self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
             stream = self._streams[op.queue]
             stream.fifo.append(action)
             if stream.wakeup is not None and not stream.wakeup.triggered:
@@ -420,9 +474,8 @@ class StreamDevice(SimDevice):
 
     def _cancel_pending(self, error: HalError) -> None:
         self._closing = error
-        for action in list(self._pending.values()):
-            del self._pending[action.seq]
-            self._fail_action(action, error.clone())
-        for waits in self._user_waits:
+        sticky, self._sticky = self._sticky, None
+        self._fail_all_pending()
+        self._sticky = sticky
+        for waits in list(self._user_waits):
             waits.cancel(error.clone())
-        self._user_waits = [w for w in self._user_waits if not w.done]
