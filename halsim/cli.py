@@ -18,6 +18,8 @@ from reference import hal
 from reference.trace import Trace
 
 from .pipeline import demo_pipeline, metal_demo, summarize
+from .trace_tools import cli as trace_cli
+from .checks import cli as check_cli
 
 
 class UsageError(Exception):
@@ -32,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                "  halsim demo                          the pipeline on sim:metal, async vs legacy_sync; traces in out/\n"
                "  halsim demo --device local-task      the single-queue pipeline on any device, with a summary\n"
                "  halsim run prog.py:main --device local-task --trace t.json\n"
-               "  halsim devices                       list the devices this installation can create\n",
+               "  halsim devices                       list the devices this installation can create\n"
+               "  halsim export t.json --perfetto t.pftrace   trace tools: export, stats, plot, diff\n"
+               "  halsim check prog.toml --json        deadlocks, hazards, lifetimes, semaphore misuse\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -45,8 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
     r.add_argument("--device", default="local-task", help="device URI, e.g. local-sync, local-task (default: %(default)s)")
     r.add_argument("--trace", help="write the trace (JSON) to this path")
+    r.add_argument("--plot", help="also write a timeline plot of the trace (.png or .svg)")
+    r.add_argument("--perfetto", help="also write the trace as a Perfetto file (.pftrace)")
 
     sub.add_parser("devices", help="list registered drivers and the devices they offer")
+    trace_cli.add_parsers(sub)  # export, stats, plot, diff (docs/trace-tools.md)
+    check_cli.add_parsers(sub)  # check (docs/checks.md)
     return p
 
 
@@ -97,6 +105,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_run(args) -> int:
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {args.plot!r}: expected a .png or .svg file name")
     fn = load_program(args.program)
     with _create(args.device) as dev:
         try:
@@ -107,6 +117,11 @@ def cmd_run(args) -> int:
     if args.trace:
         print(summarize(Trace.load(args.trace), title=f"{args.program} on {args.device}"))
         print(f"trace: {args.trace}")
+    try:
+        for line in trace_cli.write_views(dev.trace, plot=args.plot, perfetto=args.perfetto):
+            print(line)
+    except OSError as e:
+        raise UsageError(f"{e.filename}: {e.strerror}") from None
     return 0
 
 
@@ -124,7 +139,8 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices}[args.command](args)
+        return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, **trace_cli.COMMANDS,
+                **check_cli.COMMANDS}[args.command](args)
     except UsageError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2

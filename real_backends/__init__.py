@@ -1,4 +1,3 @@
-"""The HAL on real GPU APIs (OpenCL, CUDA, Metal). Never imports ``halsim``.
-
-Not implemented yet: see issue "real_backends". ``reference`` is the only dependency.
-"""
+"""Real GPU backends on one event-semaphore engine (DESIGN §6): ``opencl`` (PoCL in CI), ``cuda``,
+``metal``. A backend that cannot run here raises UNAVAILABLE from ``create_device``. This package
+never imports ``halsim``: traces are compared by the diff tool, not by sharing objects."""

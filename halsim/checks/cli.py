@@ -1,0 +1,165 @@
+"""``halsim check PROGRAM|TRACE [--device URI] [--json] [--rules RULE ...]`` (``docs/checks.md``).
+
+PROGRAM is ``file.py[:function]`` (a function taking a device) or a schedule file (``.toml`` or
+``.json``); it runs on a simulator device first (default ``sim``; a schedule's own device, if it
+names one). A ``.json`` file that is a halsim trace is checked as it is. Exit status: 0 clean,
+1 findings, 2 bad input (one line on stderr).
+
+>>> import contextlib, io, json, os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "two_signals.json")
+>>> _ = open(path, "w").write(json.dumps({"semaphores": {"s": 0}, "host": [
+...     {"call": "barrier", "signal": {"s": 1}, "queue": 0},
+...     {"call": "barrier", "signal": {"s": 2}, "queue": 1},
+...     {"call": "wait", "wait": {"s": 2}}], "device": {"options": {"queues": 2}}}))
+>>> out = io.StringIO()
+>>> with contextlib.redirect_stdout(out):
+...     code = main_check([path, "--json"])
+>>> code, [f["rule"] for f in json.loads(out.getvalue())["findings"]]
+(1, ['semaphore.racing_signals'])
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from reference import hal
+from reference.trace import Trace, TraceFormatError
+
+from . import RULES, check_trace
+from .findings import Finding
+
+
+class _BadInput(Exception):
+    pass
+
+
+def add_parsers(sub) -> None:
+    c = sub.add_parser("check", help="check a program, schedule or trace for deadlocks, hazards, lifetime "
+                                     "and semaphore bugs (exit 0 clean, 1 findings, 2 bad input)")
+    c.add_argument("target", metavar="PROGRAM|TRACE",
+                   help="file.py[:function], a schedule (.toml/.json) or a trace (.json)")
+    c.add_argument("--device", help="device URI to run a program on (default: sim, or the schedule's device)")
+    c.add_argument("--json", action="store_true", help="print the findings as JSON")
+    c.add_argument("--rules", nargs="+", metavar="RULE",
+                   help="only these rule ids or categories (e.g. hazard deadlock.cycle)")
+
+
+def _is_trace(path: str) -> bool:
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            head = f.read(64)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.lstrip().startswith('{"format":"halsim-trace"') or '"halsim-trace"' in head
+
+
+def _run_program(spec: str, uri: str):
+    from halsim.cli import UsageError, load_program
+    from halsim.sim import DeadlockError
+
+    try:
+        fn = load_program(spec)
+    except UsageError as e:
+        raise _BadInput(str(e)) from None
+    dev = _device(uri)
+    notes = []
+    try:
+        fn(dev)
+    except DeadlockError as e:
+        notes.append(f"the program deadlocked: {e.message.splitlines()[0]}")
+    except hal.HalError as e:
+        notes.append(f"the program raised {e.code.name}: {e.message.splitlines()[0] if e.message else ''}")
+    except Exception as e:  # noqa: BLE001 - the user's program failing is bad input
+        raise _BadInput(f"program {spec!r} raised {type(e).__name__}: {e}") from None
+    finally:
+        dev.close()
+    return dev.trace, notes, []
+
+
+def _device(uri: str):
+    try:
+        return hal.create_device(uri)
+    except hal.HalError as e:
+        raise _BadInput(f"device {uri!r}: {e}") from None
+
+
+def _run_schedule(path: str, uri: str | None):
+    from halsim.schedule import ScheduleError, load_schedule, run_schedule
+    from halsim.schedule.lint import error_findings, static_findings
+
+    try:
+        schedule = load_schedule(path)
+        result = run_schedule(schedule, uri)
+    except ScheduleError as e:
+        raise _BadInput(str(e)) from None
+    except hal.HalError as e:
+        raise _BadInput(f"device {uri or schedule.device!r}: {e}") from None
+    extra = static_findings(schedule) + error_findings(result.errors)
+    notes = [str(e) for e in result.errors]
+    return result.trace, notes, extra
+
+
+def load_target(target: str, device: str | None):
+    """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems."""
+    from halsim.schedule import is_schedule_path
+
+    path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
+    if path.endswith(".json") and _is_trace(path):
+        try:
+            return Trace.load(path), [], []
+        except TraceFormatError as e:
+            raise _BadInput(str(e)) from None
+    if is_schedule_path(path):
+        return _run_schedule(path, device)
+    if path.endswith(".py"):
+        return _run_program(target, device or "sim")
+    raise _BadInput(f"{target!r}: expected file.py[:function], a schedule (.toml/.json) or a trace (.json)")
+
+
+def format_report(findings: list[Finding], stats: dict, notes: list[str], title: str) -> str:
+    lines = [f"halsim check: {title} on {stats.get('device', '?')} "
+             f"({stats.get('ops', 0)} ops, {stats.get('commands', 0)} commands)"]
+    lines += [f"  note: {n}" for n in notes]
+    for f in findings:
+        ops = f" [{', '.join(f.ops)}]" if f.ops else ""
+        lines.append(f"{f.severity:<7} {f.rule}{ops}: {f.message}")
+    errors = sum(f.severity == "error" for f in findings)
+    lines.append(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
+                 f" ({errors} error{'s' if errors != 1 else ''}, {len(findings) - errors} warning"
+                 f"{'s' if len(findings) - errors != 1 else ''})" if findings else "no findings")
+    return "\n".join(lines)
+
+
+def cmd_check(args) -> int:
+    try:
+        trace, notes, extra = load_target(args.target, args.device)
+        try:
+            report = check_trace(trace, args.rules)
+        except ValueError as e:
+            raise _BadInput(str(e)) from None
+    except _BadInput as e:
+        print(f"halsim: error: {e}", file=sys.stderr)
+        return 2
+    wanted = set(RULES) if not args.rules else {r for r in RULES
+                                                if any(r == p or r.startswith(p.rstrip(".") + ".") for p in args.rules)}
+    findings = sorted(report.findings + [f for f in extra if f.rule in wanted], key=Finding.sort_key)
+    if args.json:
+        doc = {"target": args.target, "findings": [f.to_json() for f in findings], "stats": report.stats,
+               "notes": notes}
+        print(json.dumps(doc, indent=1))
+    else:
+        print(format_report(findings, report.stats, notes, args.target))
+    return 1 if findings else 0
+
+
+COMMANDS = {"check": cmd_check}
+
+
+def main_check(argv) -> int:
+    """``halsim check`` alone (for tests and doctests)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="halsim")
+    add_parsers(p.add_subparsers(dest="command"))
+    return cmd_check(p.parse_args(["check", *argv]))

@@ -1,0 +1,256 @@
+"""The happens-before model of a trace, as vector clocks (DESIGN §8).
+
+Nodes are queue operations and host-thread calls (enqueue, host signal, host fail, host wait).
+Edges, each from what the device and the HAL *guarantee* (never from observed timing):
+
+* program order of each host thread: its calls, in order;
+* enqueue: the call that enqueued an op happens before the op starts (never the other way: the host
+  does not wait for the op) — except on ``inline`` devices (local-sync, ``sim:sync``), where the op
+  runs inside the call, so it also happens before the thread's next call;
+* queue order on ``in_order`` devices (Metal command queues, CUDA streams, OpenCL in-order queues):
+  an op on a queue starts after the previous op on that queue finished; none on IREE-semantics
+  devices (``sim``, ``local-task``), where only semaphores order submissions;
+* semaphore signal → wait: a wait for ``v`` is satisfied by the signal that first brought the
+  semaphore to ``>= v`` (an op's signals happen at its end; a host signal at that call);
+* host waits: a wait that returned OK happens after the signals that satisfied it.
+
+Inside an op's command buffer, commands before a ``barrier`` (or ``wait_events``) happen before the
+commands after it; commands between two barriers may run concurrently (``Op.segment``).
+
+Each node gets an *epoch* ``(lane, n)`` on a lane — a chain of nodes already known to be ordered:
+a host thread, an in-order queue, or (on unordered devices) a chain picked greedily among ops — and
+a vector clock over lanes. ``A`` happens before ``B`` iff ``start(B)[lane(A)] >= n(A)``: one
+comparison, so rules never need all pairs (FastTrack's epoch trick).
+
+>>> from reference import hal
+>>> from halsim.checks.model import TraceModel
+>>> dev = hal.create_device("sim", queues=2)
+>>> s = dev.create_semaphore()
+>>> dev.queue_barrier([], [(s, 1)], queue_affinity=1)
+>>> dev.queue_barrier([(s, 1)], [(s, 2)], queue_affinity=2)
+>>> dev.queue_barrier([], [], queue_affinity=2)
+>>> s.wait(2)
+>>> hb = HappensBefore(TraceModel(dev.trace))
+>>> hb.op_before("0:0", "0:1"), hb.op_before("0:1", "0:0"), hb.op_before("0:1", "0:2")
+(True, False, False)
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from .model import TraceModel
+
+
+class HappensBefore:
+    """Vector clocks of every op and host call of a :class:`TraceModel`."""
+
+    def __init__(self, model: TraceModel):
+        self.model = model
+        self.lane_names: list[str] = []
+        self.node_of_op: dict[str, int] = {}
+        self.node_of_host: dict[int, int] = {}    # stream position of a host signal or fail -> node
+        self.host_nodes: dict[int, list[int]] = {}  # thread -> its nodes in program order
+        self.lane: list[int] = []
+        self.epoch: list[int] = []
+        self.start: list[tuple] = []   # vector clock of everything that happens before the node
+        self._deps: list[list[int]] = []
+        self._build_graph()
+        self._compute()
+        del self._deps
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def before(self, a: int, b: int) -> bool:
+        """Node ``a`` (its end, for an op) happens before node ``b`` (its start)."""
+        if a == b:
+            return False
+        vc, lane = self.start[b], self.lane[a]
+        return lane < len(vc) and vc[lane] >= self.epoch[a]
+
+    def op_before(self, a: str, b: str) -> bool:
+        """Op ``a`` finished before op ``b`` started, by a guarantee."""
+        return self.before(self.node_of_op[a], self.node_of_op[b])
+
+    def ordered(self, a: int, b: int) -> bool:
+        """Either node happens before the other."""
+        return self.before(a, b) or self.before(b, a)
+
+    def signal_node(self, cause: str, idx: int) -> int | None:
+        """The node of the signal event at stream position ``idx`` with this ``cause``."""
+        if cause.startswith("host:"):
+            return self.node_of_host.get(idx)
+        return self.node_of_op.get(cause)
+
+    @property
+    def lanes(self) -> int:
+        return len(self.lane_names)
+
+    def graph(self):
+        """The ordering edges among ops as a ``networkx.DiGraph`` (for reports on small traces):
+        an edge ``a -> b`` when op ``a`` happens before op ``b`` and nothing ordered lies between."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        ids = list(self.node_of_op)
+        g.add_nodes_from(ids)
+        for b in ids:
+            for a in ids:
+                if self.op_before(a, b):
+                    g.add_edge(a, b)
+        return nx.transitive_reduction(g) if nx.is_directed_acyclic_graph(g) else g
+
+    # -- construction -----------------------------------------------------------------------------
+
+    def _new(self) -> int:
+        self._deps.append([])
+        return len(self._deps) - 1
+
+    def _build_graph(self) -> None:
+        m = self.model
+        for op_id in m.ops:
+            self.node_of_op[op_id] = self._new()
+        for thread, events in m.host.items():
+            nodes = self.host_nodes.setdefault(thread, [])
+            for ev in events:
+                n = self._new()
+                if ev.kind in ("signal", "fail"):   # what signal_node looks up; not every call
+                    self.node_of_host[ev.idx] = n
+                if nodes:
+                    self._deps[n].append(nodes[-1])
+                nodes.append(n)
+        self._thread_of = [-1] * len(self._deps)   # host thread of each host node
+        for t, ns in self.host_nodes.items():
+            for n in ns:
+                self._thread_of[n] = t
+        last_on_queue: dict[int, int] = {}
+        for thread, events in m.host.items():
+            nodes = self.host_nodes[thread]
+            for k, ev in enumerate(events):
+                n = nodes[k]
+                if ev.kind == "enqueue":
+                    op = m.ops[ev.op]
+                    on = self.node_of_op[op.id]
+                    self._deps[on].append(n)
+                    if m.ordering == "inline" and k + 1 < len(nodes):
+                        self._deps[nodes[k + 1]].append(on)
+                elif ev.kind == "wait" and ev.status == 0:
+                    for sem, value in ev.wait:
+                        src = self._source(sem, value, ev.idx)
+                        if src is not None:
+                            self._deps[n].append(src)
+                            if ev.mode == "any":
+                                break  # one satisfied timepoint is all an ANY wait promises
+        for op in m.ops.values():
+            on = self.node_of_op[op.id]
+            for sem, value in op.wait:
+                src = self._source(sem, value, None)
+                if src is not None and src != on:
+                    self._deps[on].append(src)
+            if m.ordering == "in_order":
+                prev = last_on_queue.get(op.queue)
+                if prev is not None:
+                    self._deps[on].append(prev)
+                last_on_queue[op.queue] = on
+
+    def _source(self, sem: str, value: int, before: int | None) -> int | None:
+        sig = self.model.first_signal(sem, value, before)
+        if not sig:
+            return None
+        return self.signal_node(sig[1], sig[2])
+
+    def _topological(self) -> list[int]:
+        deps = self._deps
+        state = bytearray(len(deps))
+        order: list[int] = []
+        for root in range(len(deps)):
+            if state[root]:
+                continue
+            state[root] = 1
+            stack = [(root, iter(deps[root]))]
+            while stack:
+                node, it = stack[-1]
+                for d in it:
+                    if not state[d]:   # a grey node here is a cycle (a stuck trace): ignore it
+                        state[d] = 1
+                        stack.append((d, iter(deps[d])))
+                        break
+                else:
+                    stack.pop()
+                    state[node] = 2
+                    order.append(node)
+        return order
+
+    def _lane(self, name: str) -> int:
+        self.lane_names.append(name)
+        self._counter.append(0)
+        return len(self.lane_names) - 1
+
+    def _compute(self) -> None:
+        m = self.model
+        n = len(self._deps)
+        # machine-word arrays: a million nodes, not a million int objects
+        self.lane, self.epoch, self.start = array("l", bytes(8 * n)), array("l", bytes(8 * n)), [()] * n
+        self._counter: list[int] = []
+        host_lane = {t: self._lane(f"host thread {t}") for t in sorted(self.host_nodes)}
+        queue_lane: dict[int, int] = {}
+        chains: list[int] = []            # lanes of greedy op chains (unordered devices)
+        preferred: dict[int, int] = {}    # queue -> the chain its last op went on
+        op_of_node = list(self.node_of_op) + [None] * (n - len(self.node_of_op))  # op nodes come first
+        lane_arr, epoch_arr, start_arr, counter = self.lane, self.epoch, self.start, self._counter
+        last_vc = ()
+        for node in self._topological():
+            vc: list[int] = []
+            for d in self._deps[node]:
+                dv, dl, de = start_arr[d], lane_arr[d], epoch_arr[d]
+                if len(dv) > len(vc):
+                    vc.extend([0] * (len(dv) - len(vc)))
+                for i, x in enumerate(dv):
+                    if x > vc[i]:
+                        vc[i] = x
+                if dl >= len(vc):
+                    vc.extend([0] * (dl + 1 - len(vc)))
+                if de > vc[dl]:
+                    vc[dl] = de
+            op_id = op_of_node[node]
+            if op_id is None:
+                lane = host_lane[self._thread_of[node]]
+            else:
+                op = m.ops[op_id]
+                if m.ordering == "in_order":
+                    lane = queue_lane.get(op.queue)
+                    if lane is None:
+                        lane = queue_lane[op.queue] = self._lane(f"queue {op.queue}")
+                elif m.ordering == "inline":
+                    lane = host_lane.setdefault(op.thread, None)
+                    if lane is None:
+                        lane = host_lane[op.thread] = self._lane(f"host thread {op.thread}")
+                else:
+                    lane = self._pick_chain(vc, chains, preferred, op.queue)
+            epoch = counter[lane] + 1
+            counter[lane] = epoch
+            vc = tuple(vc)
+            # consecutive nodes often see the same clock: share the tuple instead of a copy each
+            if vc == last_vc:
+                vc = last_vc
+            last_vc = vc
+            self._deps[node] = None
+            lane_arr[node], epoch_arr[node], start_arr[node] = lane, epoch, vc
+
+    def _pick_chain(self, vc, chains, preferred, queue) -> int:
+        """A chain whose last op happens before this one (so the chain stays totally ordered):
+        the queue's last chain if it fits, else the first that fits, else a new chain."""
+        counter = self._counter
+
+        def fits(lane):
+            return lane < len(vc) and vc[lane] >= counter[lane]
+
+        lane = preferred.get(queue)
+        if lane is None or not fits(lane):
+            lane = next((c for c in chains if fits(c)), None)
+            if lane is None:
+                lane = self._lane(f"ops chain {len(chains)}")
+                chains.append(lane)
+        preferred[queue] = lane
+        return lane

@@ -1,0 +1,261 @@
+"""What the checks need from a trace, read in one streaming pass (``docs/trace-format.md``).
+
+:class:`TraceModel` keeps the queue operations, semaphore signals and failures, and each host
+thread's calls in program order, and the commands' buffer accesses for the rules that need them.
+Commands are kept as compact tuples (interned ids, about 150 bytes each) up to ``keep_commands``
+and read again, streaming, past that. Positions (``enq``, ``done``, ``idx``) are indexes into the
+event stream: the order events were recorded is the order things happened, whatever the clocks
+say (host and device clocks differ on some devices).
+
+>>> from reference.trace import Trace
+>>> t = Trace({"device": "sim", "personality": "generic"})
+>>> for e in [{"ev": "semaphore", "t": 0, "sem": "s0", "initial": 0, "thread": 0},
+...           {"ev": "op", "t": 1, "op": "0:0", "kind": "barrier", "thread": 0, "queue": 0,
+...            "wait": [], "signal": [["s0", 1]]},
+...           {"ev": "op_done", "t": 2, "op": "0:0", "status": 0},
+...           {"ev": "signal", "t": 2, "sem": "s0", "value": 1, "cause": "0:0"}]:
+...     t.emit(e)
+>>> m = TraceModel(t)
+>>> m.ordering, m.ops["0:0"].signal, m.signals["s0"]
+('unordered', (('s0', 1),), [(1, '0:0', 3)])
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from sys import intern
+from dataclasses import dataclass
+
+IN_ORDER = ("metal", "cuda", "opencl")
+INLINE = ("sync", "local-sync")
+# commands that order what comes before them in a command buffer before what comes after
+BARRIERS = ("barrier", "wait_events")
+_OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signal"))
+_NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
+
+
+def device_ordering(header: dict) -> str:
+    """``in_order`` (CUDA streams, Metal command queues, OpenCL in-order queues: ops on one queue run
+    in enqueue order), ``inline`` (local-sync and its model: a queue call runs before it returns) or
+    ``unordered`` (IREE semantics: only semaphores order submissions)."""
+    personality = header.get("personality")
+    uri = str(header.get("device", ""))
+    base = uri.split("?")[0]
+    name = base.split(":", 1)[1] if base.startswith("sim:") else base
+    for kind in (personality, name):
+        if kind in IN_ORDER:
+            return "in_order"
+        if kind in INLINE:
+            return "inline"
+    return "unordered"
+
+
+@dataclass(slots=True)
+class Op:
+    """One queue operation (the ``op`` event, completed by its ``op_done``)."""
+
+    id: str
+    kind: str
+    thread: int
+    queue: int
+    wait: tuple
+    signal: tuple
+    enq: int                      # stream position of the op event
+    fields: dict
+    done: int | None = None       # stream position of op_done (None: never finished)
+    status: int | None = None
+    message: str = ""
+    retained: frozenset | None = None  # ids in its retain event (None: the device retained nothing)
+    ncmds: int = 0
+    barriers: list | None = None  # indexes of its barrier commands (None: none; saves memory)
+
+    def segment(self, index: int) -> int:
+        """Which barrier-separated part of the command buffer command ``index`` is in."""
+        return bisect_left(self.barriers, index) if self.barriers else 0
+
+    @property
+    def stuck(self) -> bool:
+        """Never ran: no op_done, or an op_done that reports the deadlock (a blocked sim:sync call)
+        or a queue shut down under it."""
+        if self.done is None:
+            return True
+        msg = self.message or ""
+        return (self.status in (1, 4, 10) and ("deadlock" in msg or "shutting down" in msg))
+
+
+@dataclass(slots=True)
+class HostEvent:
+    """One host-thread call that matters for ordering, in program order."""
+
+    kind: str          # enqueue | signal | fail | wait
+    idx: int           # stream position
+    op: str | None = None
+    sem: str | None = None
+    value: int | None = None
+    wait: list | tuple = ()
+    mode: str = "all"
+    status: int = 0
+    message: str = ""
+
+
+class Enqueue:
+    """The host call that enqueued an op (a lighter :class:`HostEvent`: there is one per op)."""
+
+    __slots__ = ("idx", "op")
+    kind = "enqueue"
+    status = 0
+    message = ""
+
+    def __init__(self, idx: int, op: str):
+        self.idx, self.op = idx, op
+
+
+class TraceModel:
+    """Operations, semaphore histories and host programs of one trace (see module docstring)."""
+
+    def __init__(self, trace, keep_commands: int = 2_000_000):
+        self.trace = trace
+        self.keep_commands = keep_commands
+        self.header = dict(getattr(trace, "header", {}) or {})
+        self.ordering = device_ordering(self.header)
+        self.device = str(self.header.get("device", "?"))
+        self.ops: dict[str, Op] = {}
+        self.initial: dict[str, int] = {}
+        self.signals: dict[str, list] = {}      # sem -> [(value, cause, idx)] in stream order
+        self.fails: dict[str, tuple] = {}       # sem -> (status, message, cause, idx) of the first failure
+        self.host: dict[int, list[HostEvent]] = {}
+        self.host_releases: list[tuple[str, int]] = []   # (resource, idx)
+        self.buffers: dict[str, dict] = {}
+        self.cuda_events: list[dict] = []
+        self.ncmds = 0
+        self._maxes: dict[str, list] = {}
+        self._commands: list | None = []
+        self._read()
+        for op in self.ops.values():
+            if op.barriers:
+                op.barriers.sort()
+        marks = [ev.idx for evs in self.host.values() for ev in evs
+                 if ev.kind == "wait" and "deadlock" in ev.message]
+        marks += [op.done for op in self.ops.values() if op.done is not None and "deadlock" in (op.message or "")]
+        # stream position of the first event that reports a deadlock (None: the run did not deadlock);
+        # what happens after it is the device being closed under stuck work
+        self.deadlock_at: int | None = min(marks, default=None)
+
+    def _host(self, thread: int) -> list:
+        return self.host.setdefault(thread, [])
+
+    def commands(self):
+        """Every command as ``(op, index, kind, access)`` in trace order: kept from the first
+        pass (compact tuples of interned ids) up to ``keep_commands``, else streamed again."""
+        if self._commands is not None:
+            return iter(self._commands)
+        return ((e["op"], e["index"], e.get("kind", "command"), e.get("access") or ())
+                for e in self.trace if e.get("ev") == "cmd")
+
+    def _read(self) -> None:
+        ops, signals, host = self.ops, self.signals, self._host
+        cmds = self._commands
+        for idx, e in enumerate(self.trace):
+            ev = e.get("ev")
+            if ev == "cmd":
+                self.ncmds += 1
+                op = ops.get(e["op"])
+                if cmds is not None:
+                    if len(cmds) < self.keep_commands:
+                        cmds.append((op.id if op is not None else e["op"], e["index"], intern(e.get("kind", "command")),
+                                     tuple([(intern(b), o, n, intern(m)) for b, o, n, m in e.get("access") or ()])))
+                    else:
+                        cmds = self._commands = None   # too many to keep: re-read the trace instead
+                if op is not None:
+                    op.ncmds += 1
+                    if e.get("kind") in BARRIERS:
+                        if op.barriers is None:
+                            op.barriers = []
+                        op.barriers.append(e["index"])
+            elif ev == "op":
+                fields = {k: v for k, v in e.items() if k not in _OP_KEYS} or _NO_FIELDS
+                # tuples of interned names: a million ops must not hold a million copies of "s0"
+                op = Op(e["op"], intern(e["kind"]), e["thread"], e.get("queue", 0),
+                        tuple([(intern(s), v) for s, v in e["wait"]]),
+                        tuple([(intern(s), v) for s, v in e["signal"]]), idx, fields)
+                ops[op.id] = op
+                host(op.thread).append(Enqueue(idx, op.id))
+            elif ev == "op_done":
+                op = ops.get(e["op"])
+                if op is not None:
+                    op.done, op.status, op.message = idx, e.get("status", 0), e.get("message", "")
+            elif ev == "signal":
+                cause = e.get("cause", "")
+                known = ops.get(cause)
+                cause = known.id if known is not None else intern(cause)   # share the op's id string
+                signals.setdefault(e["sem"], []).append((e["value"], cause, idx))
+                if cause.startswith("host:"):
+                    host(int(cause[5:])).append(HostEvent("signal", idx, sem=e["sem"], value=e["value"]))
+            elif ev == "fail":
+                cause = e.get("cause", "")
+                self.fails.setdefault(e["sem"], (e.get("status"), e.get("message", ""), cause, idx))
+                if cause.startswith("host:"):
+                    host(int(cause[5:])).append(HostEvent("fail", idx, sem=e["sem"]))
+            elif ev == "host_wait":
+                host(e["thread"]).append(HostEvent(
+                    "wait", idx, wait=[(s, v) for s, v in e["wait"]], mode=e.get("mode", "all"),
+                    status=e.get("status", 0), message=e.get("message", "")))
+            elif ev == "retain":
+                op = ops.get(e["op"])
+                if op is not None:
+                    op.retained = frozenset(e["res"])
+            elif ev == "semaphore":
+                self.initial[e["sem"]] = e.get("initial", 0)
+            elif ev == "buffer":
+                self.buffers[e["buf"]] = e
+            elif ev == "host_release":
+                self.host_releases.append((e["res"], idx))
+            elif ev == "cuda_event":
+                self.cuda_events.append(e)
+
+    # -- semaphore values -------------------------------------------------------------------------
+
+    def final_value(self, sem: str) -> int:
+        """The highest value ``sem`` reached (its initial value if never signaled)."""
+        hist = self.signals.get(sem)
+        base = self.initial.get(sem, 0)
+        return max([base] + [v for v, _c, _i in hist]) if hist else base
+
+    def first_signal(self, sem: str, value: int, before: int | None = None):
+        """The signal event ``(value, cause, idx)`` that first brought ``sem`` to ``>= value``;
+        None when the initial value already met it, or nothing did (before stream position
+        ``before``, if given). ``False`` means it was never met."""
+        if self.initial.get(sem, 0) >= value:
+            return None
+        hist = self.signals.get(sem)
+        if not hist:
+            return False
+        maxes = self._maxes.get(sem)
+        if maxes is None or len(maxes) != len(hist):
+            # running maximum: values only grow on a healthy semaphore, but stay safe if not
+            maxes, top = [], -1
+            for v, _c, _i in hist:
+                top = max(top, v)
+                maxes.append(top)
+            self._maxes[sem] = maxes
+        i = bisect_left(maxes, value)
+        if i == len(hist) or (before is not None and hist[i][2] > before):
+            return False
+        return hist[i]
+
+    def uses(self, op: Op) -> set:
+        """Resource ids an op references that the trace names without its commands."""
+        out = {s for s, _v in op.wait} | {s for s, _v in op.signal}
+        for key in ("cb", "buf", "exe"):
+            if op.fields.get(key):
+                out.add(op.fields[key])
+        return out
+
+
+def op_key(op_id: str) -> tuple:
+    """Sort key for program-order ids ``"T:N"`` (thread, then number)."""
+    t, _, n = op_id.partition(":")
+    try:
+        return (int(t), int(n))
+    except ValueError:
+        return (1 << 30, op_id)

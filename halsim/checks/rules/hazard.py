@@ -1,0 +1,170 @@
+"""Data hazards: two accesses to overlapping bytes, at least one a write, with no happens-before.
+
+Rules (Vulkan syncval's taxonomy; which access is "first" is the order they ran in the trace):
+
+* ``hazard.raw`` — a read of bytes an unordered command wrote;
+* ``hazard.war`` — a write of bytes an unordered command read;
+* ``hazard.waw`` — a write of bytes an unordered command wrote.
+
+``scope`` says where the missing ordering belongs: ``command_buffer`` (two commands between the same
+two barriers of one command buffer: add an execution barrier) or ``queue`` (two operations: add a
+semaphore wait, or put them on one in-order queue).
+
+Shadow memory per buffer, FastTrack-style: each byte range remembers its last write and, per lane,
+its last read since; a new access is compared with those only, so checking is linear in the number
+of accesses, not quadratic. Ranges are split where accesses start and end, and merged again on a
+write.
+
+>>> from reference import hal
+>>> from halsim.checks import check_trace
+>>> dev = hal.create_device("sim", queues=2)
+>>> b = dev.allocator.allocate_buffer(64)
+>>> s, t = dev.create_semaphore(), dev.create_semaphore()
+>>> dev.queue_fill([], [(s, 1)], b, 0, 64, 7, 1, queue_affinity=1)
+>>> dev.queue_copy([], [(t, 1)], b, 0, b, 32, 16, queue_affinity=2)   # forgot to wait for s >= 1
+>>> t.wait(1)
+>>> [f.message for f in check_trace(dev.trace).findings]   # doctest: +NORMALIZE_WHITESPACE
+['copy 0:1.0 reads buffer b0[0:16) written by fill 0:0.0 on queue 0 with no semaphore or barrier
+  ordering them (RAW)',
+ 'copy 0:1.0 writes buffer b0[32:48) written by fill 0:0.0 on queue 0 with no semaphore or barrier
+  ordering them (WAW)']
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from ..findings import Finding, cmd_id, span
+
+RULES = {
+    "hazard.raw": "a command reads bytes another command wrote, with nothing ordering them",
+    "hazard.war": "a command writes bytes another command read, with nothing ordering them",
+    "hazard.waw": "two commands write the same bytes with nothing ordering them",
+}
+
+_VERB = {"raw": "reads", "war": "writes", "waw": "writes"}
+_PRIOR = {"raw": "written", "war": "read", "waw": "written"}
+
+
+class _Access:
+    __slots__ = ("op", "index", "kind", "node", "segment", "queue")
+
+    def __init__(self, op, index, kind, node, segment, queue):
+        self.op, self.index, self.kind, self.node, self.segment, self.queue = \
+            op, index, kind, node, segment, queue
+
+
+class HazardChecker:
+    """Fed every command in trace order (:meth:`command`); :meth:`findings` at the end."""
+
+    def __init__(self, model, hb):
+        self.model, self.hb = model, hb
+        self.shadow: dict[str, tuple[list, list]] = {}   # buf -> (starts, [[lo, hi, write, reads]])
+        self.found: dict[tuple, list] = {}
+
+    def command(self, op_id: str, index: int, kind: str, access) -> None:
+        op = self.model.ops.get(op_id)
+        if op is None or not access:
+            return
+        acc = _Access(op.id, index, kind, self.hb.node_of_op[op.id], op.segment(index), op.queue)
+        for buf, offset, length, mode in access:
+            if length > 0:
+                self._access(acc, buf, offset, offset + length, mode)
+
+    # -- shadow memory ----------------------------------------------------------------------------
+
+    def _conflict(self, prior: _Access, cur: _Access) -> str | None:
+        """None when ``prior`` is ordered before ``cur``; else the scope of the missing order."""
+        if prior.op == cur.op:
+            if prior.index == cur.index or prior.segment != cur.segment:
+                return None
+            return "command_buffer"
+        if self.hb.before(prior.node, cur.node) or self.hb.before(cur.node, prior.node):
+            return None
+        return "queue"
+
+    def _access(self, cur: _Access, buf: str, lo: int, hi: int, mode: str) -> None:
+        starts, ivs = self.shadow.setdefault(buf, ([], []))
+        first, last = self._split(starts, ivs, lo, hi)
+        writes = mode != "r"
+        for iv in ivs[first:last]:
+            w, reads = iv[2], iv[3]
+            if w is not None:
+                scope = self._conflict(w, cur)
+                if scope:
+                    self._report("raw" if mode != "w" else "waw", w, cur, buf, iv[0], iv[1], scope)
+            if writes:
+                for r in reads.values():
+                    scope = self._conflict(r, cur)
+                    if scope:
+                        self._report("war", r, cur, buf, iv[0], iv[1], scope)
+        if writes:
+            # one interval now: everything in [lo, hi) was last written by ``cur``
+            ivs[first:last] = [[lo, hi, cur, {}]]
+            starts[first:last] = [lo]
+        else:
+            lane = self.hb.lane[cur.node]
+            for iv in ivs[first:last]:
+                iv[3][lane] = cur   # an earlier read on the same lane happens before this one
+
+    @staticmethod
+    def _split(starts: list, ivs: list, lo: int, hi: int) -> tuple[int, int]:
+        """Make ``[lo, hi)`` exactly covered by whole intervals (splitting and filling gaps);
+        return their index range."""
+        i = bisect_right(starts, lo) - 1
+        if i >= 0 and ivs[i][1] > lo:
+            if ivs[i][0] < lo:
+                iv = ivs[i]
+                ivs.insert(i + 1, [lo, iv[1], iv[2], dict(iv[3])])
+                starts.insert(i + 1, lo)
+                iv[1] = lo
+                i += 1
+        else:
+            i += 1
+        first, pos = i, lo
+        while pos < hi:
+            if i < len(ivs) and ivs[i][0] <= pos:
+                iv = ivs[i]
+                if iv[1] > hi:
+                    ivs.insert(i + 1, [hi, iv[1], iv[2], dict(iv[3])])
+                    starts.insert(i + 1, hi)
+                    iv[1] = hi
+                pos = iv[1]
+            else:
+                end = min(ivs[i][0], hi) if i < len(ivs) else hi
+                ivs.insert(i, [pos, end, None, {}])
+                starts.insert(i, pos)
+                pos = end
+            i += 1
+        return first, i
+
+    # -- findings ---------------------------------------------------------------------------------
+
+    def _report(self, kind, prior, cur, buf, lo, hi, scope) -> None:
+        ops = self.model.ops
+        if scope == "queue" and ops[cur.op].enq < ops[prior.op].enq:
+            # name racing ops in program (submission) order, not in the order this run happened
+            # to execute them: a consumer that ran before its producer still reads after it (RAW)
+            prior, cur = cur, prior
+            kind = {"raw": "war", "war": "raw"}.get(kind, kind)
+        key = (kind, prior.op, prior.index, cur.op, cur.index, buf)
+        entry = self.found.get(key)
+        if entry is None:
+            self.found[key] = [kind, prior, cur, buf, lo, hi, scope]
+        else:
+            entry[4], entry[5] = min(entry[4], lo), max(entry[5], hi)
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for kind, prior, cur, buf, lo, hi, scope in self.found.values():
+            a, b = cmd_id(prior.op, prior.index), cmd_id(cur.op, cur.index)
+            if scope == "command_buffer":
+                why = f"in the same command buffer with no execution barrier between them"
+            else:
+                why = f"on queue {prior.queue} with no semaphore or barrier ordering them"
+            msg = (f"{cur.kind} {b} {_VERB[kind]} buffer {buf}{span(lo, hi)} {_PRIOR[kind]} by "
+                   f"{prior.kind} {a} {why} ({kind.upper()})")
+            out.append(Finding(f"hazard.{kind}", "error", [a, b], msg,
+                               {"buffer": buf, "range": [lo, hi], "scope": scope}))
+        return out

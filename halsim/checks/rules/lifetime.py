@@ -1,0 +1,108 @@
+"""Resource lifetimes: storage used outside its life, resources the host freed while in flight.
+
+* ``lifetime.use_after_dealloca`` — a command uses a transient buffer whose ``queue_dealloca``
+  happens before it;
+* ``lifetime.dealloca_race`` — a ``queue_dealloca`` not ordered after a command that uses the
+  buffer (it may free the storage while the command still runs);
+* ``lifetime.use_before_alloca`` — a command uses a transient buffer that its ``queue_alloca`` is
+  not ordered before (the storage may not exist yet);
+* ``lifetime.host_release_in_flight`` — the host dropped its last reference to a resource while an
+  op that uses it had not finished, and the device did not retain it (``retain_resources=False``:
+  the bug the Metal driver's async change fixed).
+
+>>> from reference import hal
+>>> from halsim.checks import check_trace
+>>> dev = hal.create_device("sim", queues=2)
+>>> s, t = dev.create_semaphore(), dev.create_semaphore()
+>>> tmp = dev.queue_alloca([], [(s, 1)], 64)
+>>> dev.queue_fill([(s, 1)], [(s, 2)], tmp, 0, 64, 0, 1)
+>>> dev.queue_dealloca([(s, 1)], [(t, 1)], tmp)        # should wait for s >= 2
+>>> t.wait(1)
+>>> [f.message for f in check_trace(dev.trace).findings]   # doctest: +NORMALIZE_WHITESPACE
+['dealloca 0:2 of buffer b0 is not ordered after fill 0:1.0, which uses it: add a wait for
+  what that op signals']
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from ..findings import Finding, cmd_id
+
+RULES = {
+    "lifetime.use_after_dealloca": "a command uses a transient buffer after its queue_dealloca",
+    "lifetime.dealloca_race": "queue_dealloca is not ordered after a use of the buffer",
+    "lifetime.use_before_alloca": "a command uses a transient buffer its queue_alloca is not ordered before",
+    "lifetime.host_release_in_flight": "the host released a resource an unfinished op uses, and nothing retained it",
+}
+
+
+class LifetimeChecker:
+    """Fed every command (:meth:`command`); :meth:`findings` at the end."""
+
+    def __init__(self, model, hb):
+        self.model, self.hb = model, hb
+        self.alloca: dict[str, str] = {}
+        self.dealloca: dict[str, list[str]] = {}
+        for op in model.ops.values():
+            buf = op.fields.get("buf")
+            if op.kind == "alloca" and buf:
+                self.alloca[buf] = op.id
+            elif op.kind == "dealloca" and buf and op.fields.get("transient", True):
+                self.dealloca.setdefault(buf, []).append(op.id)
+        self.found: dict[tuple, Finding] = {}
+        # resources of ops the device did not retain: res -> [op ids]
+        self.unretained: dict[str, list[str]] = {}
+        if model.host_releases:
+            for op in model.ops.values():
+                for res in model.uses(op):
+                    if op.retained is None or res not in op.retained:
+                        self.unretained.setdefault(res, []).append(op.id)
+
+    def command(self, op_id: str, index: int, kind: str, access) -> None:
+        if op_id not in self.hb.node_of_op:
+            return
+        node = self.hb.node_of_op[op_id]
+        for buf, _off, _len, _mode in access or ():
+            if self.model.host_releases:
+                users = self.unretained.setdefault(buf, [])
+                if not users or users[-1] != op_id:
+                    op = self.model.ops[op_id]
+                    if op.retained is None or buf not in op.retained:
+                        users.append(op_id)
+            what = f"{kind} {cmd_id(op_id, index)}"
+            alloca = self.alloca.get(buf)
+            if alloca is not None and alloca != op_id and \
+                    not self.hb.before(self.hb.node_of_op[alloca], node):
+                self._add("lifetime.use_before_alloca", buf, op_id, [alloca, cmd_id(op_id, index)],
+                          f"{what} uses transient buffer {buf} but its alloca {alloca} is not ordered "
+                          f"before it: wait for the alloca's signal")
+            for d in self.dealloca.get(buf, ()):
+                if d == op_id:
+                    continue
+                dn = self.hb.node_of_op[d]
+                if self.hb.before(dn, node):
+                    self._add("lifetime.use_after_dealloca", buf, op_id, [d, cmd_id(op_id, index)],
+                              f"{what} uses buffer {buf} after dealloca {d} released its storage")
+                elif not self.hb.before(node, dn):
+                    self._add("lifetime.dealloca_race", buf, op_id, [cmd_id(op_id, index), d],
+                              f"dealloca {d} of buffer {buf} is not ordered after {what}, which uses it: "
+                              f"add a wait for what that op signals")
+
+    def _add(self, rule, buf, op_id, ops, message) -> None:
+        key = (rule, buf, op_id)
+        if key not in self.found:
+            self.found[key] = Finding(rule, "error", ops, message, {"buffer": buf})
+
+    def findings(self) -> list[Finding]:
+        out = list(self.found.values())
+        ops = self.model.ops
+        for res, idx in self.model.host_releases:
+            for op_id in self.unretained.get(res, ()):
+                op = ops[op_id]
+                if op.enq < idx and (op.done is None or idx < op.done):
+                    out.append(Finding(
+                        "lifetime.host_release_in_flight", "error", [op_id],
+                        f"the host released {res} while {op.kind} {op_id} that uses it was still in "
+                        f"flight, and the device did not retain it (retain_resources=False?)",
+                        {"resource": res}))
+        return out

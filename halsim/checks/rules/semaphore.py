@@ -1,0 +1,92 @@
+"""Semaphore misuse: timeline values must grow, in an order the program guarantees.
+
+* ``semaphore.non_monotonic`` — a signal to a value not above one that happens before it (the
+  semaphore cannot go back; the signal fails or is lost);
+* ``semaphore.racing_signals`` — two signals of one semaphore that nothing orders: which value
+  lands last depends on timing;
+* ``semaphore.overflow`` — a wait or signal value past ``MAX_SEMAPHORE_VALUE`` (2**31 - 2);
+* ``semaphore.signal_after_failure`` — an op that succeeded tried to signal a semaphore that had
+  already failed (the signal is lost; waiters see the old failure).
+
+Signals are sorted by value and only neighbours compared — if each happens before the next, all
+are ordered — so this is O(n log n) in the number of signals.
+
+>>> from reference import hal
+>>> from halsim.checks import check_trace
+>>> dev = hal.create_device("sim", queues=2)
+>>> s = dev.create_semaphore()
+>>> dev.queue_barrier([], [(s, 1)], queue_affinity=1)
+>>> dev.queue_barrier([], [(s, 2)], queue_affinity=2)
+>>> s.wait(2)
+>>> [f.message for f in check_trace(dev.trace).findings]   # doctest: +NORMALIZE_WHITESPACE
+['barrier 0:0 signals s0=1 and barrier 0:1 signals s0=2 with nothing ordering them: the
+  final value depends on timing']
+>>> dev.close()
+"""
+
+from __future__ import annotations
+
+from ..findings import Finding
+
+MAX_SEMAPHORE_VALUE = 2**31 - 2
+
+RULES = {
+    "semaphore.non_monotonic": "a signal to a value not above one that happens before it",
+    "semaphore.racing_signals": "two signals of one semaphore that nothing orders",
+    "semaphore.overflow": "a wait or signal value past MAX_SEMAPHORE_VALUE",
+    "semaphore.signal_after_failure": "an op signals a semaphore that already failed",
+}
+
+
+def check(model, hb) -> list[Finding]:
+    out: list[Finding] = []
+    by_sem: dict[str, list] = {}   # sem -> [(value, node, who, op id or None)]
+    for op in model.ops.values():
+        for s, v in op.wait + op.signal:
+            if v > MAX_SEMAPHORE_VALUE:
+                out.append(Finding("semaphore.overflow", "error", [op.id],
+                                   f"{op.kind} {op.id} uses {s}={v}, past MAX_SEMAPHORE_VALUE "
+                                   f"({MAX_SEMAPHORE_VALUE})", {"semaphore": s, "value": v}))
+        if op.status != 0 or op.stuck or (model.deadlock_at is not None and op.done > model.deadlock_at):
+            continue   # it never signaled (a failed op fails its signals instead), or only as the device closed
+        for s, v in op.signal:
+            by_sem.setdefault(s, []).append((v, hb.node_of_op[op.id], f"{op.kind} {op.id}", op.id))
+            fail = model.fails.get(s)
+            if fail is not None and fail[3] < op.done and fail[2] != op.id and not _cancelled(model, fail):
+                out.append(Finding("semaphore.signal_after_failure", "error", [op.id],
+                                   f"{op.kind} {op.id} signals {s}={v} after {s} failed "
+                                   f"(status {fail[0]}: {fail[1]}); the signal is lost",
+                                   {"semaphore": s, "value": v}))
+    for s, hist in model.signals.items():
+        for v, cause, idx in hist:
+            if cause.startswith("host:"):
+                thread = cause[5:]
+                by_sem.setdefault(s, []).append((v, hb.node_of_host[idx], f"host thread {thread}", None))
+                if v > MAX_SEMAPHORE_VALUE:
+                    out.append(Finding("semaphore.overflow", "error", [],
+                                       f"host thread {thread} signals {s}={v}, past MAX_SEMAPHORE_VALUE",
+                                       {"semaphore": s, "value": v}))
+    for s, sigs in by_sem.items():
+        sigs.sort(key=lambda x: (x[0], x[1]))
+        for (v1, n1, who1, op1), (v2, n2, who2, op2) in zip(sigs, sigs[1:]):
+            ops = [o for o in (op1, op2) if o]
+            if v1 < v2 and hb.before(n1, n2):
+                continue
+            if hb.before(n2, n1) or (v1 == v2 and hb.before(n1, n2)):
+                first, second = ((who2, v2), (who1, v1)) if hb.before(n2, n1) else ((who1, v1), (who2, v2))
+                out.append(Finding("semaphore.non_monotonic", "error", ops,
+                                   f"{second[0]} signals {s}={second[1]} after {first[0]} signaled "
+                                   f"{s}={first[1]}: timeline values must increase",
+                                   {"semaphore": s, "value": second[1]}))
+            else:
+                out.append(Finding("semaphore.racing_signals", "error", ops,
+                                   f"{who1} signals {s}={v1} and {who2} signals {s}={v2} with nothing "
+                                   f"ordering them: the final value depends on timing",
+                                   {"semaphore": s, "values": [v1, v2]}))
+    return out
+
+
+def _cancelled(model, fail) -> bool:
+    """A failure that closing the device caused (a stuck op cancelled), not the program."""
+    cause = model.ops.get(fail[2])
+    return cause is not None and cause.stuck

@@ -1,0 +1,219 @@
+"""Run a :class:`~halsim.schedule.load.Schedule` as HAL calls on any device.
+
+The main thread creates the semaphores, buffers and command buffers (recording them), starts the
+extra host threads, then runs its own steps; each thread runs its steps in order. A step that
+raises a ``HalError`` is recorded in :attr:`RunResult.errors` and the thread goes on (a checking
+tool wants the rest of the program's trace); a deadlock stops the thread that hit it. The runner
+keeps objects only in its name tables, so a ``release`` step really drops the host's last
+reference (what ``retain_resources=False`` needs to show an early release).
+
+>>> from halsim.schedule.load import parse_schedule
+>>> s = parse_schedule({"semaphores": {"done": 0}, "buffers": {"a": 16},
+...                     "host": [{"call": "fill", "target": "a", "pattern": 7, "pattern_length": 1,
+...                               "signal": {"done": 1}},
+...                              {"call": "wait", "wait": {"done": 1}}]})
+>>> result = run_schedule(s)
+>>> [op["kind"] for op in result.trace.operations()], result.errors
+(['fill'], [])
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from dataclasses import dataclass, field
+
+from reference import hal
+
+from .load import Schedule
+
+
+@dataclass
+class StepError:
+    thread: str
+    where: str
+    call: str
+    code: int
+    message: str
+    deadlock: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.where} ({self.call}) on {self.thread} thread raised {hal.StatusCode(self.code).name}: " \
+               f"{self.message.splitlines()[0] if self.message else ''}"
+
+
+@dataclass
+class RunResult:
+    trace: object
+    errors: list = field(default_factory=list)
+
+    @property
+    def deadlocked(self) -> bool:
+        return any(e.deadlock for e in self.errors)
+
+
+class _Env:
+    """The schedule's objects by name, on one device."""
+
+    def __init__(self, dev, schedule: Schedule):
+        self.dev = dev
+        self.sems = {n: dev.create_semaphore(v) for n, v in schedule.semaphores.items()}
+        self.bufs = {n: dev.allocator.allocate_buffer(size) for n, size in schedule.buffers.items()}
+        self._exe = None
+        self.cbs = {}
+        for name, cb in schedule.command_buffers.items():
+            mode = hal.CommandBufferMode.DEFAULT if cb["reusable"] else hal.CommandBufferMode.ONE_SHOT
+            self.cbs[name] = self._record(dev.create_command_buffer(mode=mode), cb["commands"],
+                                          f"command_buffers.{name}")
+
+    @property
+    def exe(self):
+        if self._exe is None:
+            self._exe = self.dev.load_executable()
+        return self._exe
+
+    def ref(self, r) -> hal.BufferRef:
+        name, offset, length = r
+        return hal.BufferRef(self.bufs[name], offset, hal.WHOLE_BUFFER if length is None else length)
+
+    def length(self, r) -> int:
+        name, offset, length = r
+        return length if length is not None else self.bufs[name].byte_length - offset
+
+    def tps(self, pairs) -> list:
+        return [(self.sems[n], v) for n, v in pairs]
+
+    def _record(self, cb, commands, where):
+        from .load import ScheduleError
+
+        cb.begin()
+        for i, c in enumerate(commands):
+            try:
+                kind = c["cmd"]
+                if kind == "barrier":
+                    cb.execution_barrier(hal.ExecutionStage.COMMAND_RETIRE | hal.ExecutionStage.DISPATCH |
+                                         hal.ExecutionStage.TRANSFER,
+                                         hal.ExecutionStage.COMMAND_ISSUE | hal.ExecutionStage.DISPATCH |
+                                         hal.ExecutionStage.TRANSFER)
+                elif kind == "fill":
+                    cb.fill_buffer(self.ref(c["target"]), c["pattern"], c["pattern_length"])
+                elif kind == "copy":
+                    cb.copy_buffer(self.ref(c["source"]), self.ref(c["target"]))
+                elif kind == "update":
+                    cb.update_buffer(c["data"], 0, self.ref(c["target"]))
+                elif kind == "dispatch":
+                    cb.dispatch(self.exe, c["entry"], c["workgroups"], c["constants"],
+                                [self.ref(b) for b in c["bindings"]])
+            except hal.HalError as e:
+                raise ScheduleError(f"{self.dev_path}: {where}.commands[{i}]: {e}") from None
+        cb.end()
+        return cb
+
+    dev_path = "<schedule>"
+
+
+def _affinity(dev, queue) -> int:
+    if queue is None:
+        return hal.QUEUE_AFFINITY_ANY
+    return 1 << (queue % max(1, getattr(dev, "queue_count", 1)))
+
+
+def _step(env: _Env, st: dict) -> None:
+    dev, call = env.dev, st["call"]
+    if call in ("signal", "fail", "wait", "sleep", "release", "flush"):
+        if call == "signal":
+            env.sems[st["semaphore"]].signal(st["value"])
+        elif call == "fail":
+            env.sems[st["semaphore"]].fail(st["status"], st["message"])
+        elif call == "wait":
+            mode = hal.WaitMode.ALL if st["mode"] == "all" else hal.WaitMode.ANY
+            dev.wait_semaphores(mode, env.tps(st["wait"]), st["timeout"])
+        elif call == "sleep":
+            dev.sleep(st["seconds"])
+        elif call == "flush":
+            dev.queue_flush()
+        else:
+            for name in st["names"]:
+                for table in (env.bufs, env.cbs, env.sems):
+                    table.pop(name, None)
+            gc.collect()
+        return
+    wait, signal = env.tps(st["wait"]), env.tps(st["signal"])
+    kw = {"queue_affinity": _affinity(dev, st["queue"])}
+    if call == "execute":
+        dev.queue_execute(wait, signal, env.cbs[st["command_buffer"]], **kw)
+    elif call == "barrier":
+        dev.queue_barrier(wait, signal, **kw)
+    elif call == "fill":
+        t = st["target"]
+        dev.queue_fill(wait, signal, env.bufs[t[0]], t[1], env.length(t), st["pattern"], st["pattern_length"], **kw)
+    elif call == "copy":
+        src, dst = st["source"], st["target"]
+        n = st["length"] or min(env.length(src), env.length(dst))
+        dev.queue_copy(wait, signal, env.bufs[src[0]], src[1], env.bufs[dst[0]], dst[1], n, **kw)
+    elif call == "update":
+        t = st["target"]
+        dev.queue_update(wait, signal, st["data"], 0, env.bufs[t[0]], t[1], len(st["data"]), **kw)
+    elif call == "dispatch":
+        dev.queue_dispatch(wait, signal, env.exe, st["entry"], st["workgroups"], st["constants"],
+                           [env.ref(b) for b in st["bindings"]], **kw)
+    elif call == "alloca":
+        env.bufs[st["name"]] = dev.queue_alloca(wait, signal, st["size"], **kw)
+    elif call == "dealloca":
+        dev.queue_dealloca(wait, signal, env.bufs[st["buffer"]], **kw)
+
+
+def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
+    from halsim.sim import DeadlockError
+
+    for st in steps:
+        try:
+            _step(env, st)
+        except DeadlockError as e:
+            errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message, deadlock=True))
+            return
+        except hal.HalError as e:
+            errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message))
+        except KeyError as e:   # a name whose object the program released or never allocated
+            errors.append(StepError(name, st["where"], st["call"], int(hal.StatusCode.NOT_FOUND),
+                                    f"{e.args[0]!r} was released or not allocated yet"))
+
+
+def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
+    """The schedule's main thread: create the objects, start the other threads, run its steps.
+    It does not join the others (the calling thread does), so a deadlock among them is still seen
+    by the simulator: a thread joining in Python is invisible to it and would hold time back."""
+    try:
+        env = _Env.__new__(_Env)
+        env.dev_path = schedule.path
+        _Env.__init__(env, dev, schedule)
+    except Exception as e:  # noqa: BLE001 - handed to the calling thread
+        failures.append(e)
+        return
+    (main_name, main_steps), *others = schedule.threads
+    for n, st in others:
+        w = threading.Thread(target=_run_thread, args=(env, n, st, errors), name=f"schedule {n}")
+        failures.append(w)
+        w.start()
+    _run_thread(env, main_name, main_steps, errors)
+
+
+def run_schedule(schedule: Schedule, device: str | None = None) -> RunResult:
+    """Run ``schedule`` on ``device`` (a URI; default: the schedule's own device and options) and
+    return its trace and the calls that raised. Raises ``HalError`` if the device cannot be
+    created and :class:`~halsim.schedule.load.ScheduleError` if a command cannot be recorded."""
+    dev = hal.create_device(device) if device else hal.create_device(schedule.device, **schedule.options)
+    errors: list[StepError] = []
+    started: list = []   # the worker threads, or the exception that stopped set-up
+    try:
+        main = threading.Thread(target=_main, args=(dev, schedule, errors, started), name="schedule main")
+        main.start()
+        main.join()
+        for w in list(started):
+            if isinstance(w, BaseException):
+                raise w
+            w.join()
+        gc.collect()   # objects the program dropped: their host_release lands before close
+    finally:
+        dev.close()
+    return RunResult(dev.trace, errors)

@@ -1,0 +1,163 @@
+"""The trace-tool subcommands of ``halsim``: ``export``, ``stats``, ``plot`` and ``diff``.
+
+Each command prints one clear line on stderr and returns 2 on bad input (a missing or malformed
+trace, a bad argument); modules are imported when their command runs (matplotlib is slow to load).
+
+>>> import argparse
+>>> p = argparse.ArgumentParser(); sub = p.add_subparsers(dest="command"); add_parsers(sub)
+>>> sorted(COMMANDS)
+['diff', 'export', 'plot', 'stats']
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from reference.trace import TraceFormatError
+
+
+class BadInput(Exception):
+    """Bad input to a trace tool: printed as one line, exit status 2."""
+
+
+def _fail(msg: str) -> int:
+    print(f"halsim: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _guard(fn):
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except (BadInput, TraceFormatError) as e:
+            return _fail(str(e))
+        except OSError as e:
+            return _fail(f"{getattr(e, 'filename', None) or ''}: {e.strerror or e}".lstrip(": "))
+    run.__name__ = fn.__name__
+    return run
+
+
+def _index(path: str):
+    from .model import TraceIndex, load
+    return TraceIndex.of(load(path))
+
+
+def _findings(path: str | None) -> list[dict] | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise BadInput(f"--findings {path!r}: {getattr(e, 'strerror', None) or e}") from None
+    if isinstance(data, dict):
+        data = data.get("findings", [])
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise BadInput(f"--findings {path!r}: expected a JSON list of findings (objects)")
+    return data
+
+
+def add_parsers(sub) -> None:
+    """Add ``export``, ``stats``, ``plot`` and ``diff`` to ``halsim``'s subparsers."""
+    e = sub.add_parser("export", help="export a trace to Perfetto (protobuf) and/or Chrome JSON")
+    e.add_argument("trace", help="trace file (JSON)")
+    e.add_argument("--perfetto", metavar="F", help="write a Perfetto TrackEvent trace (.pftrace) here")
+    e.add_argument("--chrome", metavar="F", help="write a Chrome JSON trace here")
+    e.add_argument("--findings", metavar="J", help="JSON list of check findings to show as instant events")
+    e.add_argument("--no-commands", action="store_true", help="operations only (smaller files)")
+
+    s = sub.add_parser("stats", help="per-queue busy/idle time, overlap, queue depth, critical path, longest ops")
+    s.add_argument("trace", help="trace file (JSON)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--top", type=int, default=10, metavar="K", help="longest operations to list (default: %(default)s)")
+
+    p = sub.add_parser("plot", help="timeline plot of a trace (PNG or SVG by extension)")
+    p.add_argument("trace", help="trace file (JSON)")
+    p.add_argument("-o", "--output", required=True, help="output image (.png or .svg)")
+    p.add_argument("--from", dest="t_from", type=int, metavar="T", help="start of the window (ns, trace clock)")
+    p.add_argument("--to", dest="t_to", type=int, metavar="T", help="end of the window (ns, trace clock)")
+    p.add_argument("--tracks", nargs="+", metavar="NAME", help="only tracks whose name contains one of these")
+    p.add_argument("--findings", metavar="J", help="JSON list of check findings to highlight")
+
+    d = sub.add_parser("diff", help="compare two traces of one program (ops aligned by program-order id)")
+    d.add_argument("a", help="first trace (the reference)")
+    d.add_argument("b", help="second trace")
+    d.add_argument("--json", action="store_true", help="print JSON instead of text")
+    d.add_argument("--plot", metavar="P", help="also write a side-by-side timeline (.png/.svg)")
+    d.add_argument("--tolerance", type=float, default=0.1, metavar="X",
+                   help="relative timing tolerance: makespan and per-queue utilization (default: %(default)s)")
+
+
+@_guard
+def cmd_export(args) -> int:
+    if not args.perfetto and not args.chrome:
+        raise BadInput("export: give --perfetto F and/or --chrome F")
+    from .perfetto_export import export_chrome, export_perfetto
+    findings = _findings(args.findings)
+    ix = _index(args.trace)
+    for flag, path, fn in (("perfetto", args.perfetto, export_perfetto), ("chrome", args.chrome, export_chrome)):
+        if path:
+            n = fn(ix, path, findings=findings, with_commands=not args.no_commands)
+            print(f"{flag}: {path}  ({n['tracks']} tracks, {n['slices']} slices, {n['counters']} counter values, "
+                  f"{n['flows']} flows, {n['instants']} instants)")
+    return 0
+
+
+@_guard
+def cmd_stats(args) -> int:
+    from .stats import format_stats, trace_stats
+    if args.top < 0:
+        raise BadInput("--top: must be >= 0")
+    st = trace_stats(_index(args.trace), top=args.top)
+    print(json.dumps(st, indent=2) if args.json else format_stats(st))
+    return 0
+
+
+@_guard
+def cmd_plot(args) -> int:
+    from .plot import plot_trace
+    if not args.output.lower().endswith((".png", ".svg")):
+        raise BadInput(f"-o {args.output!r}: expected a .png or .svg file name")
+    if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
+        raise BadInput("--to must be after --from")
+    info = plot_trace(_index(args.trace), args.output, t_from=args.t_from, t_to=args.t_to, tracks=args.tracks,
+                      findings=_findings(args.findings))
+    print(f"plot: {args.output}  ({info['rows']} rows, {info['mode']})")
+    return 0
+
+
+@_guard
+def cmd_diff(args) -> int:
+    from .diff import diff_traces, format_diff
+    if args.tolerance < 0:
+        raise BadInput("--tolerance: must be >= 0")
+    a, b = _index(args.a), _index(args.b)
+    report = diff_traces(a, b, tolerance=args.tolerance)
+    print(json.dumps(report, indent=2) if args.json else format_diff(report))
+    if args.plot:
+        if not args.plot.lower().endswith((".png", ".svg")):
+            raise BadInput(f"--plot {args.plot!r}: expected a .png or .svg file name")
+        from .plot import plot_diff
+        plot_diff(a, b, args.plot, labels=(args.a, args.b))
+    return 0 if report["within_tolerance"] else 1
+
+
+def write_views(trace, plot: str | None = None, perfetto: str | None = None) -> list[str]:
+    """``halsim run --plot/--perfetto``: write the views of ``trace`` asked for; one line per file."""
+    lines = []
+    if plot or perfetto:
+        from .model import TraceIndex
+        ix = TraceIndex.of(trace)
+        if perfetto:
+            from .perfetto_export import export_perfetto
+            n = export_perfetto(ix, perfetto)
+            lines.append(f"perfetto: {perfetto}  ({n['tracks']} tracks, {n['slices']} slices, {n['flows']} flows)")
+        if plot:
+            from .plot import plot_trace
+            info = plot_trace(ix, plot)
+            lines.append(f"plot: {plot}  ({info['rows']} rows, {info['mode']})")
+    return lines
+
+
+COMMANDS = {"export": cmd_export, "stats": cmd_stats, "plot": cmd_plot, "diff": cmd_diff}

@@ -1,0 +1,189 @@
+"""One pass over a trace into the indexes every trace tool needs (:class:`TraceIndex`).
+
+Iterating a loaded trace parses its JSON again each time, which for a million-command trace costs
+seconds, so the tools read a trace once into this index and work from it. Commands are kept in
+columns (lists of ints, operation positions instead of id strings), so a million of them stay small.
+
+>>> from reference import hal
+>>> with hal.create_device("sim", queues=1) as dev:
+...     buf = dev.allocator.allocate_buffer(64)
+...     s = dev.create_semaphore()
+...     dev.queue_fill([], [(s, 1)], buf, 0, 64, 7, 1)
+...     s.wait(1)
+>>> ix = TraceIndex.of(dev.trace)
+>>> [op["op"] for op in ix.ops], ix.cmd_count, ix.final_values()
+(['0:0'], 1, {'s0': 1})
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from reference.trace import Trace, TraceFormatError
+
+#: Device personalities whose queues run their operations in submission order.
+IN_ORDER_PERSONALITIES = frozenset({"metal", "cuda", "opencl"})
+
+
+def personality(header: dict) -> str:
+    """The device personality: the header's ``personality`` field, else the device URI's scheme
+    (``sim:metal?x=1`` → ``metal``, ``opencl`` → ``opencl``)."""
+    if header.get("personality"):
+        return str(header["personality"])
+    uri = str(header.get("device", "")).split("?", 1)[0]
+    return uri.split(":", 1)[1] if uri.startswith("sim:") else (uri or "generic")
+
+
+def load(path: str | os.PathLike) -> Trace:
+    """``Trace.load`` with a missing file reported as a :class:`TraceFormatError` too."""
+    if not os.path.isfile(path):
+        raise TraceFormatError(f"{os.fspath(path)}: no such file")
+    return Trace.load(path)
+
+
+@dataclass
+class Commands:
+    """Commands (and encoder spans) in columns; ``op`` is a position in :attr:`TraceIndex.ops`."""
+    op: list = field(default_factory=list)
+    index: list = field(default_factory=list)
+    name: list = field(default_factory=list)  # interned: "fill", "dispatch negate", "encoder compute"
+    start: list = field(default_factory=list)
+    end: list = field(default_factory=list)
+    track: list = field(default_factory=list)
+    status: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+
+class TraceIndex:
+    """Everything the tools read from a trace, gathered in one pass (see the module docstring)."""
+
+    def __init__(self, header: dict):
+        self.header = header
+        self.personality = personality(header)
+        self.in_order = self.personality in IN_ORDER_PERSONALITIES
+        self.tracks: dict[int, tuple[str, str]] = {}  # id → (kind, name)
+        self.host_tracks: dict[int, int] = {}  # host thread → track id
+        self.ops: list[dict] = []  # op merged with op_done (``end`` = op_done's t), enqueue order
+        self.op_pos: dict[str, int] = {}
+        self.semaphores: dict[str, int] = {}  # sem → initial value
+        self.sem_created: dict[str, int] = {}  # sem → creation time
+        self.signals: dict[str, list[tuple[int, int, int, str]]] = {}  # sem → [(seq, t, value, cause)]
+        self.fails: dict[str, tuple[int, int, int, str, str]] = {}  # sem → (seq, t, status, message, cause)
+        self.host_waits: list[dict] = []  # host_wait events plus ``seq``
+        self.cmds = Commands()
+        self.cmd_count = 0  # ``cmd`` events only (cmds also holds encoder spans)
+        self.t_min: int | None = None
+        self.t_max: int | None = None
+
+    @classmethod
+    def of(cls, trace) -> "TraceIndex":
+        """The index of ``trace`` (a :class:`Trace`, or an index, returned as is)."""
+        if isinstance(trace, TraceIndex):
+            return trace
+        ix = cls(dict(trace.header))
+        ix._scan(trace)
+        return ix
+
+    def _scan(self, trace) -> None:
+        ops, op_pos, cmds = self.ops, self.op_pos, self.cmds
+        names: dict = {}
+        c_op, c_index, c_name, c_start, c_end, c_track, c_status = (
+            cmds.op, cmds.index, cmds.name, cmds.start, cmds.end, cmds.track, cmds.status)
+        t_min, t_max = None, None
+        for seq, e in enumerate(trace):
+            ev = e.get("ev")
+            t = e.get("t")
+            if t is not None:
+                if t_max is None or t > t_max:
+                    t_max = t
+                if t_min is None or t < t_min:
+                    t_min = t
+            if ev == "cmd" or ev == "encoder":
+                pos = op_pos.get(e["op"])
+                if pos is None:
+                    continue
+                if ev == "cmd":
+                    key = e["kind"] if e.get("entry") is None else ("dispatch", e["entry"])
+                    index = e["index"]
+                    self.cmd_count += 1
+                else:
+                    key = ("encoder", e["kind"])
+                    index = -1 - e.get("encoder", 0)  # encoder spans: negative indexes
+                name = names.get(key)
+                if name is None:
+                    name = names[key] = key if isinstance(key, str) else " ".join(key)
+                c_op.append(pos)
+                c_index.append(index)
+                c_name.append(name)
+                start = e.get("start", t)
+                c_start.append(start)
+                c_end.append(t)
+                c_track.append(e.get("track", -1))
+                c_status.append(e.get("status", 0))
+                if start < t_min:
+                    t_min = start
+            elif ev == "op":
+                rec = dict(e)
+                rec.pop("ev")
+                op_pos[e["op"]] = len(ops)
+                ops.append(rec)
+            elif ev == "op_done":
+                pos = op_pos.get(e["op"])
+                if pos is not None:
+                    done = dict(e)
+                    done.pop("ev")
+                    ops[pos].update(done, end=done.pop("t"))
+            elif ev == "signal":
+                self.signals.setdefault(e["sem"], []).append((seq, t, e["value"], e.get("cause", "")))
+            elif ev == "fail":
+                self.fails.setdefault(e["sem"], (seq, t, e.get("status", 0), e.get("message", ""),
+                                                 e.get("cause", "")))
+            elif ev == "semaphore":
+                self.semaphores[e["sem"]] = e.get("initial", 0)
+                self.sem_created[e["sem"]] = t
+            elif ev == "host_wait":
+                hw = dict(e)
+                hw["seq"] = seq
+                self.host_waits.append(hw)
+                if "start" in e and e["start"] < t_min:
+                    t_min = e["start"]
+            elif ev == "track":
+                self.tracks[e["id"]] = (e.get("kind", ""), e.get("name", str(e["id"])))
+                if e.get("kind") == "host" and e.get("name", "").startswith("host thread "):
+                    try:
+                        self.host_tracks[int(e["name"].rsplit(" ", 1)[1])] = e["id"]
+                    except ValueError:
+                        pass
+        self.t_min, self.t_max = t_min, t_max
+
+    # -- derived views -----------------------------------------------------------------------------
+
+    def host_track(self, thread: int) -> int:
+        """The track of host thread ``thread``, declaring one when the trace has none."""
+        tid = self.host_tracks.get(thread)
+        if tid is None:
+            tid = max(self.tracks, default=-1) + 1
+            self.tracks[tid] = ("host", f"host thread {thread}")
+            self.host_tracks[thread] = tid
+        return tid
+
+    def ran(self, op: dict) -> bool:
+        """Whether an operation has a time span (it reached ``op_done`` with a start)."""
+        return op.get("end") is not None and op.get("start") is not None
+
+    def final_values(self) -> dict[str, int]:
+        """Each semaphore's last value (its initial value when never signalled)."""
+        out = dict(self.semaphores)
+        for sem, sigs in self.signals.items():
+            out[sem] = sigs[-1][2]
+        return out
+
+    def makespan(self) -> int:
+        """Last operation end minus first operation enqueue (0 with no finished operation)."""
+        ends = [op["end"] for op in self.ops if op.get("end") is not None]
+        if not ends:
+            return 0
+        return max(ends) - min(op["t"] for op in self.ops)

@@ -1,0 +1,49 @@
+"""The device every real backend is: the HAL contract (``reference.hal.Device``) on the engine.
+
+A backend subclasses :class:`EngineDevice`, supplies its :class:`~.engine.Adapter` and capability tags;
+semaphores stay the reference host-side timelines, and every change of one re-runs the engine's scan.
+"""
+
+from __future__ import annotations
+
+from reference.hal import Device, HalError, StatusCode
+from reference.hal.constants import QUEUE_AFFINITY_ANY
+from reference.hal.queue_op import QueueOp
+
+from .engine import Adapter, Engine
+
+
+class EngineDevice(Device):
+    capabilities = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
+
+    def __init__(self, uri: str, options: dict, adapter: Adapter, queues: int = 1, pool_capacity: int | None = 32):
+        if isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= 64:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"option queues={queues!r} must be an int in [1, 64]")
+        self.queue_count = queues
+        super().__init__(uri, options)
+        self.trace.header["personality"] = adapter.personality
+        self._stream_tracks = [self.recorder.track("stream", f"queue {i} {adapter.stream_name}")
+                               for i in range(queues)]
+        self.adapter = adapter
+        self.engine = Engine(self, adapter, pool_capacity)
+
+    def stream_track(self, queue: int) -> int:
+        return self._stream_tracks[queue]
+
+    def _submit(self, op: QueueOp) -> None:
+        self.engine.enqueue(op)
+
+    def _signal_semaphore(self, sem, value: int, cause: str) -> None:
+        super()._signal_semaphore(sem, value, cause)
+        self.engine.issue()
+
+    def _fail_semaphore(self, sem, error: HalError, cause: str) -> None:
+        super()._fail_semaphore(sem, error, cause)
+        self.engine.issue()
+
+    def queue_flush(self, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        super().queue_flush(queue_affinity=queue_affinity)
+        self.engine.issue()
+
+    def _shutdown(self) -> None:
+        self.engine.shutdown()

@@ -1,0 +1,357 @@
+"""The event-semaphore engine: IREE's CUDA driver design (HAL_SEMANTICS §B.3) against any GPU API.
+
+``sim:cuda``/``sim:opencl`` model exactly this in virtual time (``halsim/sim/streams.py``); here it
+runs on real threads and a real API behind an :class:`Adapter`:
+
+* semaphores are the reference host-side timelines; every signal or failure (host threads and
+  completions alike), every submission and ``queue_flush`` runs :meth:`Engine.issue`;
+* ``issue`` scans the pending actions in FIFO order: a failed wait fails the action; a reached wait is
+  dropped; otherwise an already-recorded device-signal event of an issued action for a value ≥ the
+  wait is reused (the stream waits on it), or — with ``wait_policy = "user_event"`` — a user event is
+  made that the engine sets when the value is reached; else the action stays pending and later ready
+  actions are issued past it. More than ``max_wait_events`` events → RESOURCE_EXHAUSTED;
+* any failure is **sticky** ([H] ``actions->status``): every pending and later action fails with it;
+* a **worker thread** issues ready actions in order: stream waits, the work (``Adapter.submit``), one
+  device-signal event per signal from the :class:`~.pool.EventPool` (if the adapter pools events),
+  recorded on the stream;
+* a **completion thread** synchronizes each action's last event, then — on the host — runs a host
+  call, decommits a dealloca, records the op with the device's timestamps, signals or fails the
+  semaphores, and releases what the action retained and its events.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from reference.hal import HalError, StatusCode
+from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
+
+from .pool import EventPool, Pooled
+
+MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
+
+
+class Adapter:
+    """What a GPU API supplies to the engine. ``stream`` is the queue index; handles are the API's."""
+
+    wait_policy = "pending"         # "user_event": unresolved waits become user events
+    max_wait_events: int | None = MAX_WAIT_EVENTS
+    pooled = True                   # device-signal events come from an EventPool of the device's capacity
+
+    def create_event(self) -> Any:
+        raise NotImplementedError
+
+    def destroy_event(self, handle) -> None:
+        raise NotImplementedError
+
+    def create_user_event(self) -> Any:
+        raise HalError(StatusCode.UNIMPLEMENTED, "user events")
+
+    def set_user_event(self, handle, error: HalError | None) -> None:
+        raise HalError(StatusCode.UNIMPLEMENTED, "user events")
+
+    def stream_wait(self, stream: int, handle) -> None:
+        """The next work on ``stream`` waits for ``handle``."""
+        raise NotImplementedError
+
+    def submit(self, stream: int, action: "Action") -> None:
+        """Enqueue the op's commands on ``stream`` (raise HalError if they cannot be)."""
+        raise NotImplementedError
+
+    def record(self, stream: int, handle) -> Any:
+        """Record ``handle`` (None: a fresh one) after everything enqueued on ``stream``; return it."""
+        raise NotImplementedError
+
+    def synchronize(self, handle) -> HalError | None:
+        """Block until ``handle`` completed; the error if the work before it failed."""
+        raise NotImplementedError
+
+    def timing(self, action: "Action") -> tuple[int, int, list] | None:
+        """(start, end, [(command index, start, end), …]) of the action's work on the host clock (ns),
+        or None when the API has no device timestamps for it."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class Event:
+    """An engine-side native event: a device-signal event recorded for ``sem >= value``, or a user event."""
+
+    __slots__ = ("handle", "pooled", "sem", "value", "refs", "kind", "waits")
+
+    def __init__(self, handle, pooled, sem: str, value: int, kind: str):
+        self.handle = handle
+        self.pooled = pooled
+        self.sem = sem
+        self.value = value
+        self.refs = 1
+        self.kind = kind
+
+
+class Action:
+    """A queue operation on its way through the engine."""
+
+    __slots__ = ("op", "waits", "events", "signal_events", "native", "issued_t")
+
+    def __init__(self, op: QueueOp):
+        self.op = op
+        self.waits = list(op.wait)
+        self.events: list[Event] = []
+        self.signal_events: list[Event] = []
+        self.native: list = []       # the adapter's per-command handles (for timing)
+        self.issued_t = None
+
+
+class Engine:
+    def __init__(self, device, adapter: Adapter, pool_capacity: int | None):
+        self.device = device
+        self.adapter = adapter
+        self.pool = EventPool(pool_capacity or 0, adapter.create_event, adapter.destroy_event) \
+            if adapter.pooled else None
+        self._lock = threading.Lock()
+        self._pending: list[Action] = []
+        self._recorded: dict[str, list[Event]] = {}
+        self._unset: dict[Event, bool] = {}  # user events not set yet
+        self._status: HalError | None = None
+        self._closing = False
+        self._inflight = 0
+        self._idle = threading.Condition(self._lock)
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._completions: queue.SimpleQueue = queue.SimpleQueue()
+        self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
+        self._completer = threading.Thread(target=self._completion_main, name=f"{device.uri} completion",
+                                           daemon=True)
+        self._worker.start()
+        self._completer.start()
+
+    # -- the host side ---------------------------------------------------------------------------------
+
+    def enqueue(self, op: QueueOp) -> None:
+        with self._lock:
+            self._pending.append(Action(op))
+            self._inflight += 1
+        self.issue()
+
+    def issue(self) -> None:
+        """IREE's ``issue()``: resolve what can be resolved, issue what is ready, fail what failed."""
+        failed, ready = [], []
+        with self._lock:
+            still = []
+            for action in self._pending:
+                if self._status is not None:
+                    failed.append((action, self._status.clone()))
+                    continue
+                outcome = self._resolve(action)
+                if outcome is False:
+                    still.append(action)
+                elif isinstance(outcome, HalError):
+                    failed.append((action, outcome))
+                    self._status = outcome.clone()
+                else:
+                    ready.append(action)
+            if self._status is not None:  # [H]: the ready list fails with the status too
+                failed.extend((a, self._status.clone()) for a in ready)
+                ready = []
+            self._pending = still
+        for action in ready:
+            self._work.put(action)
+        for action, error in failed:
+            self._fail(action, error)
+
+    def _resolve(self, action: Action):
+        waits = action.waits
+        while waits:
+            sem, value = waits[0]
+            state = sem.poll(value)
+            if isinstance(state, HalError):
+                return state.clone()
+            if state:
+                waits.pop(0)
+                continue
+            event = next((e for e in self._recorded.get(sem.id, ()) if e.value >= value), None)
+            if event is not None:
+                event.refs += 1
+            elif self.adapter.wait_policy == "user_event":
+                event = self._user_event(sem, value)
+            else:
+                return False
+            limit = self.adapter.max_wait_events
+            if limit is not None and len(action.events) >= limit:
+                self._unref(event)
+                return HalError(StatusCode.RESOURCE_EXHAUSTED,
+                                f"exceeded maximum queue action wait event limit ({limit}) in op {action.op.id}")
+            action.events.append(event)
+            waits.pop(0)
+        return None
+
+    def _user_event(self, sem, value: int) -> Event:
+        event = Event(self.adapter.create_user_event(), False, sem.id, value, "user")
+        adapter = self.adapter
+
+        def reached(error):  # a semaphore timepoint: runs on whichever thread signals or fails it
+            if self._unset.pop(event, False):
+                adapter.set_user_event(event.handle, error)
+        self._unset[event] = True
+        tp = sem.add_timepoint(value, reached)
+        if tp is None:  # reached (or failed) while we were looking
+            state = sem.poll(value)
+            reached(state if isinstance(state, HalError) else None)
+        return event
+
+    def _fail(self, action: Action, error: HalError) -> None:
+        op = action.op
+        device = self.device
+        op.ready_t = op.start_t = op.end_t = device.now()
+        op.track = device.stream_track(op.queue)
+        device.recorder.op_done(op, error)
+        fail_all(device, op, error)
+        self._cleanup(action)
+
+    # -- the worker thread: issue ------------------------------------------------------------------
+
+    def _worker_main(self) -> None:
+        while True:
+            action = self._work.get()
+            if action is None:
+                return
+            try:
+                self._issue_action(action)
+            except HalError as e:
+                e = self._failed_wait(action.op) or e
+                with self._lock:
+                    if self._status is None:
+                        self._status = e.clone()
+                self._fail(action, e)
+                self.issue()
+            except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
+                self._fail(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+
+    def _issue_action(self, action: Action) -> None:
+        op, adapter, device = action.op, self.adapter, self.device
+        stream = op.queue
+        action.issued_t = op.ready_t = device.now()
+        for event in action.events:
+            adapter.stream_wait(stream, event.handle)
+        if op.kind == "alloca":
+            run_body(device, op, device.stream_track(stream), device.now)  # storage before any user is issued
+        elif op.commands:
+            adapter.submit(stream, action)
+        last = None
+        for sem, value in op.signal:
+            got = self.pool.acquire() if self.pool is not None else Pooled(None, False)
+            handle = adapter.record(stream, got.handle)
+            event = Event(handle, got.pooled, sem.id, value, "signal")
+            action.signal_events.append(event)
+            with self._lock:
+                self._recorded.setdefault(sem.id, []).append(event)
+            last = handle
+        if last is None:
+            last = adapter.record(stream, None)
+            action.native.append(("completion", last))
+        self._completions.put((action, last))
+
+    # -- the completion thread ------------------------------------------------------------------------
+
+    def _completion_main(self) -> None:
+        while True:
+            item = self._completions.get()
+            if item is None:
+                return
+            action, handle = item
+            try:
+                self._complete(action, self.adapter.synchronize(handle))
+            except Exception as e:  # noqa: BLE001
+                self._complete(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+
+    def _complete(self, action: Action, error: HalError | None) -> None:
+        op, device = action.op, self.device
+        if error is not None:
+            # Work behind a failed user event (a failed wait) fails on the device: report the
+            # semaphore's failure, or the sticky status it set, rather than the API's error.
+            error = self._failed_wait(op) or (self._status.clone() if self._status is not None else error)
+        op.track = device.stream_track(op.queue)
+        timing = self.adapter.timing(action) if error is None else None
+        now = device.now()
+        op.start_t, op.end_t = (timing[0], timing[1]) if timing else (action.issued_t, now)
+        if error is None and timing:
+            for index, start, end in timing[2]:
+                device.recorder.command(op, op.commands[index], start, end, op.track)
+        device_error = error is not None and op.wait_error is None
+        should_signal = error is None
+        if error is None and op.kind in ("dealloca", "host_call"):
+            try:
+                should_signal = run_body(device, op, op.track, device.now)
+            except HalError as e:
+                error = e
+            op.end_t = device.now()
+        device.recorder.op_done(op, error)
+        if error is not None:
+            if device_error or op.wait_error is not None:
+                with self._lock:
+                    if self._status is None:
+                        self._status = error.clone()
+            fail_all(device, op, error)
+        elif should_signal:
+            signal_all(device, op)
+        self._cleanup(action)
+        self.issue()
+
+    @staticmethod
+    def _failed_wait(op: QueueOp) -> HalError | None:
+        """The failure of the op's first failed wait semaphore (recorded as the op's wait error)."""
+        failed = next((s.failure for s, _ in op.wait if s.failure is not None), None)
+        if failed is None:
+            return None
+        op.wait_error = failed.clone()
+        return op.wait_error.clone()
+
+    def _cleanup(self, action: Action) -> None:
+        op = action.op
+        if op.resources:
+            self.device.recorder.release(op, [r.id for r in op.resources])
+            op.resources = ()
+        with self._lock:
+            for event in action.signal_events:
+                recorded = self._recorded.get(event.sem)
+                if recorded is not None and event in recorded:
+                    recorded.remove(event)
+                    if not recorded:
+                        del self._recorded[event.sem]
+        for event in action.signal_events + action.events:
+            self._unref(event)
+        action.signal_events = action.events = []
+        with self._lock:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.notify_all()
+
+    def _unref(self, event: Event) -> None:
+        event.refs -= 1
+        if event.refs:
+            return
+        if event.kind == "signal" and self.pool is not None:
+            self.pool.release(Pooled(event.handle, event.pooled))
+
+    # -- shutdown ------------------------------------------------------------------------------------
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """IREE [H]: work in flight completes; actions still pending are cancelled."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for action in pending:
+            self._fail(action, HalError(StatusCode.CANCELLED, "queue shutting down"))
+        for event in list(self._unset):  # issued work stalled on user events nobody will set
+            if self._unset.pop(event, False):
+                self.adapter.set_user_event(event.handle, HalError(StatusCode.CANCELLED, "queue shutting down"))
+        with self._lock:
+            self._idle.wait_for(lambda: not self._inflight, timeout)
+        self._work.put(None)
+        self._completions.put(None)
+        self._worker.join(timeout)
+        self._completer.join(timeout)
+        if self.pool is not None:
+            self.pool.close()
+        self.adapter.close()

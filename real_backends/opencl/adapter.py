@@ -1,0 +1,241 @@
+"""OpenCL through pyopencl: in-order command queues as streams, markers and user events as native events.
+
+* Each HAL queue is an in-order ``cl.CommandQueue`` with profiling. A stream wait adds the event to
+  the wait list of the next thing enqueued on that queue.
+* Buffers: a buffer's bytes (the reference ``Buffer`` storage) are wrapped once per allocation as a
+  ``CL_MEM_USE_HOST_PTR`` buffer, so host mapping and the device see the same memory (PoCL's CPU
+  device uses the host pointer; :func:`check_coherent` verifies it when the device is created).
+* Commands: fill → ``clEnqueueFillBuffer``; update → a write from the bytes captured at record
+  time; copy → ``clEnqueueCopyBuffer`` (through a host snapshot when the ranges overlap, which
+  OpenCL forbids); dispatch → the builtin library's OpenCL C kernels (``kernel_abi``), built once per
+  context; barriers and HAL events need nothing on an in-order queue.
+* Native events: a device-signal event is a marker (``clEnqueueMarkerWithWaitList``); unresolved
+  waits become user events (``clCreateUserEvent``) set by the engine; no pool.
+* Timestamps: profiling counters (PoCL: ``CLOCK_MONOTONIC_RAW``) shifted onto the host's
+  ``CLOCK_MONOTONIC`` by an offset measured at creation.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from reference.hal import HalError, Range, StatusCode
+
+from ..common.engine import Adapter
+from ..common.kernel_abi import source, symbol, work_items
+
+PLATFORM = "Portable Computing Language"
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise HalError(StatusCode.UNAVAILABLE, f"opencl: pyopencl is not installed ({e}); install the 'opencl' "
+                       "extra: pip install -e '.[opencl]'") from None
+    return cl
+
+
+def cache_dir() -> str:
+    """PoCL's kernel cache inside the project's cache directory (``POCL_CACHE_DIR``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "halsim", "pocl")
+
+
+def find_device(platform_name: str):
+    """The first device of the platform whose name contains ``platform_name`` (never by index)."""
+    os.environ.setdefault("POCL_CACHE_DIR", cache_dir())
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        raise HalError(StatusCode.UNAVAILABLE, f"opencl: no OpenCL platform ({e})") from None
+    names = [p.name for p in platforms]
+    for p in platforms:
+        if platform_name.lower() in p.name.lower():
+            devices = p.get_devices()
+            if devices:
+                return devices[0]
+    raise HalError(StatusCode.UNAVAILABLE, f"opencl: no platform named like {platform_name!r} (found: "
+                   f"{', '.join(names) or 'none'})")
+
+
+class OpenCLAdapter(Adapter):
+    personality = "opencl"
+    stream_name = "in-order queue"
+    wait_policy = "user_event"
+    max_wait_events = None
+    pooled = False
+
+    def __init__(self, cl_device, queues: int):
+        cl = self.cl = _cl()
+        self.cl_device = cl_device
+        self.context = cl.Context([cl_device])
+        props = cl.command_queue_properties.PROFILING_ENABLE
+        self.queues = [cl.CommandQueue(self.context, cl_device, properties=props) for _ in range(queues)]
+        self._waits: list[list] = [[] for _ in range(queues)]
+        self._buffers: dict[int, tuple] = {}   # id(storage) → (storage, cl.Buffer)
+        self.program = cl.Program(self.context, source("cl")).build()
+        self.kernels = {}
+        self._user_lock = threading.Lock()
+        self.offset_ns = _clock_offset(cl, self.queues[0])
+        check_coherent(self)
+
+    # -- events ------------------------------------------------------------------------------------------
+
+    def create_user_event(self):
+        return self.cl.UserEvent(self.context)
+
+    def set_user_event(self, handle, error) -> None:
+        status = self.cl.command_execution_status.COMPLETE if error is None else -1
+        with self._user_lock:
+            handle.set_status(status)
+
+    def _wait_list(self, stream: int):
+        """The stream's pending waits for the next enqueue, checked under ``_user_lock`` (held by the
+        caller through the enqueue): PoCL never runs a command enqueued behind an already-failed user
+        event (it stays QUEUED), so such work fails here instead of hanging its waiters."""
+        waits = self._waits[stream]
+        for w in waits:
+            if w.command_execution_status < 0:
+                self._waits[stream] = []
+                raise HalError(StatusCode.ABORTED, "opencl: an event this work waits on failed")
+        return waits or None
+
+    def stream_wait(self, stream: int, handle) -> None:
+        self._waits[stream].append(handle)
+
+    def record(self, stream: int, handle):
+        with self._user_lock:
+            marker = self.cl.enqueue_marker(self.queues[stream], wait_for=self._wait_list(stream))
+            self._waits[stream] = []
+        return marker
+
+    def synchronize(self, handle) -> HalError | None:
+        # A completion callback, not clWaitForEvents: PoCL neither returns from a wait on nor calls
+        # back for an event that failed through its wait list (a user event set to a negative
+        # status), so the status is also polled while waiting for the callback.
+        done = threading.Event()
+        handle.set_callback(self.cl.command_execution_status.COMPLETE, lambda _status: done.set())
+        delay = 0.0002
+        while not done.wait(delay):
+            if handle.command_execution_status < 0:
+                break
+            delay = min(delay * 2, 0.01)
+        status = handle.command_execution_status
+        if status < 0:
+            return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
+        return None
+
+    # -- work ------------------------------------------------------------------------------------------
+
+    def _buffer(self, rng: Range, what: str):
+        store = rng.buffer.storage(what)
+        key = id(store)
+        entry = self._buffers.get(key)
+        if entry is None or entry[0] is not store:
+            array = np.frombuffer(store, dtype=np.uint8)
+            flags = self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.USE_HOST_PTR
+            entry = self._buffers[key] = (store, self.cl.Buffer(self.context, flags, hostbuf=array))
+        return entry[1]
+
+    def submit(self, stream: int, action) -> None:
+        with self._user_lock:
+            self._submit(stream, action)
+
+    def _submit(self, stream: int, action) -> None:
+        cl, q = self.cl, self.queues[stream]
+        for cmd in action.op.commands:
+            kind = cmd.kind
+            wait = self._wait_list(stream)  # consumed by the first command actually enqueued
+            if kind == "fill":
+                target = cmd.accesses[0][0]
+                if target.length == 0:
+                    continue
+                pattern = np.frombuffer(bytes(cmd.args), dtype={1: np.uint8, 2: np.uint16, 4: np.uint32}[len(cmd.args)])
+                ev = cl.enqueue_fill_buffer(q, self._buffer(target, "fill target"), pattern, target.offset,
+                                            target.length, wait_for=wait)
+            elif kind == "update":
+                target = cmd.accesses[0][0]
+                data = np.frombuffer(bytes(cmd.args), dtype=np.uint8)
+                ev = cl.enqueue_copy(q, self._buffer(target, "update target"), data, dst_offset=target.offset,
+                                     wait_for=wait, is_blocking=False)
+            elif kind == "copy":
+                src, dst = cmd.accesses[0][0], cmd.accesses[1][0]
+                if src.length == 0:
+                    continue
+                a, b = self._buffer(src, "copy source"), self._buffer(dst, "copy target")
+                if src.buffer is dst.buffer and src.offset < dst.offset + dst.length and \
+                        dst.offset < src.offset + src.length:
+                    raise HalError(StatusCode.UNIMPLEMENTED, "opencl: overlapping copy within one buffer")
+                ev = cl.enqueue_copy(q, b, a, byte_count=src.length, src_offset=src.offset,
+                                     dst_offset=dst.offset, wait_for=wait)
+            elif kind == "dispatch":
+                ev = self._dispatch(q, cmd, wait)
+                if ev is None:
+                    continue
+            else:  # barrier, signal/reset/wait events: an in-order queue already orders everything
+                continue
+            self._waits[stream] = []
+            action.native.append((cmd.index, ev))
+
+    def _dispatch(self, q, cmd, wait):
+        spec, workgroups, constants, bindings = cmd.args
+        if isinstance(workgroups, Range):  # indirect: read the counts when issued (after earlier work)
+            q.finish()
+            workgroups = tuple(np.frombuffer(bytes(workgroups.view("dispatch workgroups")), np.uint32)[:3])
+            if 0 in workgroups:
+                return None
+        n = work_items(spec, workgroups, constants, [b.length for b in bindings])
+        if n <= 0:
+            return None
+        kernel = self.kernels.get(spec.name)
+        if kernel is None:
+            kernel = self.kernels[spec.name] = getattr(self.program, symbol(spec.name))
+        args = []
+        for b in bindings:
+            args += [self._buffer(b, f"{spec.name} binding"), np.uint32(b.offset)]
+        args += [np.uint32(c & 0xFFFFFFFF) for c in constants] + [np.uint32(n)]
+        kernel.set_args(*args)
+        return self.cl.enqueue_nd_range_kernel(q, kernel, (n,), None, wait_for=wait)
+
+    def timing(self, action):
+        events = [(i, ev) for i, ev in action.native if i != "completion"]
+        if not events:
+            return None
+        off = self.offset_ns
+        cmds = [(i, ev.profile.start + off, ev.profile.end + off) for i, ev in events]
+        return cmds[0][1], cmds[-1][2], cmds
+
+    def close(self) -> None:
+        self._buffers.clear()  # the engine waited for everything in flight
+
+
+def _clock_offset(cl, q) -> int:
+    """host CLOCK_MONOTONIC − the profiling clock, from a marker bracketed by host reads."""
+    before = time.monotonic_ns()
+    marker = cl.enqueue_marker(q)
+    marker.wait()
+    after = time.monotonic_ns()
+    try:
+        device_t = marker.profile.end
+    except cl.Error:
+        return 0
+    return (before + after) // 2 - device_t
+
+
+def check_coherent(adapter: OpenCLAdapter) -> None:
+    """The device must see host writes and the host device writes through USE_HOST_PTR buffers."""
+    cl = adapter.cl
+    store = bytearray(64)
+    store[0] = 1
+    buf = cl.Buffer(adapter.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
+                    hostbuf=np.frombuffer(store, np.uint8))
+    cl.enqueue_copy(adapter.queues[0], buf, buf, byte_count=8, src_offset=0, dst_offset=32).wait()
+    if store[32] != 1:
+        raise HalError(StatusCode.UNAVAILABLE, f"opencl: device {adapter.cl_device.name!r} does not share "
+                       "host memory through CL_MEM_USE_HOST_PTR")

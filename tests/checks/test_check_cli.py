@@ -1,0 +1,98 @@
+"""``halsim check``: exit 0 clean, 1 findings, 2 bad input (one line on stderr); JSON output."""
+
+import json
+import os
+
+from halsim.cli import main
+from reference import hal
+
+CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
+
+
+def corpus(name):
+    return os.path.join(CORPUS, name)
+
+
+def test_clean_schedule_exits_0(capsys):
+    assert main(["check", corpus("clean_cross_queue_with_semaphore.toml")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "no findings"
+    assert out[0].endswith("clean_cross_queue_with_semaphore.toml on sim (2 ops, 2 commands)")
+
+
+def test_findings_exit_1_with_one_line_each(capsys):
+    assert main(["check", corpus("raw_missing_barrier.toml")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        "error   hazard.raw [0:0.0, 0:0.1]: copy 0:0.1 reads buffer b0[0:1024) written by fill 0:0.0 in the same "
+        "command buffer with no execution barrier between them (RAW)",
+        "1 finding (1 error, 0 warnings)"]
+
+
+def test_json_output(capsys):
+    assert main(["check", corpus("deadlock_semaphore_cycle.toml"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [(f["rule"], f["category"], f["severity"], f["ops"], f["semaphores"]) for f in doc["findings"]] == [
+        ("deadlock.cycle", "deadlock", "error", ["0:0", "0:1"], ["s0", "s1"])]
+    assert doc["stats"] == {"device": "sim", "ordering": "unordered", "ops": 2, "commands": 0, "lanes": 3}
+    assert doc["notes"][0].startswith("host[2] (wait) on main thread raised ABORTED: deadlock")
+
+
+def test_a_trace_file_is_checked_as_it_is(tmp_path, capsys):
+    with hal.create_device("sim", queues=2) as dev:
+        b = dev.allocator.allocate_buffer(16)
+        s, t = dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_fill([], [(s, 1)], b, 0, 16, 1, 1, queue_affinity=1)
+        dev.queue_fill([], [(t, 1)], b, 0, 16, 2, 1, queue_affinity=2)
+        dev.wait_semaphores(hal.WaitMode.ALL, [(s, 1), (t, 1)])
+        dev.trace.save(tmp_path / "t.json")
+    assert main(["check", str(tmp_path / "t.json"), "--json", "--rules", "hazard"]) == 1
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["hazard.waw"]
+    assert main(["check", str(tmp_path / "t.json"), "--rules", "semaphore"]) == 0
+
+
+def test_a_python_program_runs_on_sim_and_its_deadlock_is_a_finding(tmp_path, capsys):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "from reference import hal\n"
+        "def main(dev):\n"
+        "    a, b = dev.create_semaphore(), dev.create_semaphore()\n"
+        "    dev.queue_barrier([(a, 1)], [(b, 1)])\n"
+        "    dev.queue_barrier([(b, 1)], [(a, 1)])\n"
+        "    b.wait(1)\n"
+        "def fine(dev):\n"
+        "    s = dev.create_semaphore()\n"
+        "    dev.queue_barrier([], [(s, 1)])\n"
+        "    s.wait(1)\n")
+    assert main(["check", str(prog)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "  note: the program deadlocked: deadlock: host thread 0 in wait_semaphores(all) can never return"
+    assert out[2].startswith("error   deadlock.cycle [0:0, 0:1]: semaphore cycle s0 -> s1")
+    assert main(["check", f"{prog}:fine", "--device", "sim:metal"]) == 0
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[host]]\ncall = "fill"\ntarget = "nope"\n')
+    notrace = tmp_path / "x.json"
+    notrace.write_text('{"format":"halsim-trace","version":99,"header":{},"events":[\n]}\n')
+    cases = [
+        [str(bad)],
+        [str(tmp_path / "missing.toml")],
+        [str(notrace)],
+        [str(tmp_path / "prog.txt")],
+        [corpus("clean_timeline_chain.toml"), "--rules", "hazards"],
+        [corpus("clean_timeline_chain.toml"), "--device", "nosuch"],
+        [str(tmp_path / "p.py")],
+    ]
+    for argv in cases:
+        assert main(["check", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("halsim: error: ") and err.count("\n") == 1, (argv, err)
+
+
+def test_device_override_runs_the_schedule_elsewhere(capsys):
+    # the same file is clean on an in-order Metal queue and racy on an IREE-semantics one
+    assert main(["check", corpus("clean_same_queue_in_order_metal.toml")]) == 0
+    assert main(["check", corpus("clean_same_queue_in_order_metal.toml"), "--device", "sim"]) == 1
+    assert "hazard.raw" in capsys.readouterr().out

@@ -1,0 +1,123 @@
+"""The happens-before model: exact answers for each kind of edge, on real device traces."""
+
+import threading
+
+from halsim.checks import HappensBefore, TraceModel
+from halsim.checks.model import device_ordering
+from reference import hal
+from reference.trace import Trace
+
+
+def hb_of(dev) -> HappensBefore:
+    return HappensBefore(TraceModel(dev.trace))
+
+
+def test_device_ordering_from_header():
+    assert device_ordering({"device": "sim", "personality": "generic"}) == "unordered"
+    assert device_ordering({"device": "local-task"}) == "unordered"
+    assert device_ordering({"device": "sim:metal?legacy_sync=1"}) == "in_order"
+    assert device_ordering({"device": "opencl"}) == "in_order"
+    assert device_ordering({"device": "x", "personality": "cuda"}) == "in_order"
+    assert device_ordering({"device": "sim:sync"}) == "inline"
+    assert device_ordering({"device": "local-sync"}) == "inline"
+
+
+def test_queue_order_only_on_in_order_devices():
+    for uri, expected in [("sim", False), ("sim:metal", True)]:
+        with hal.create_device(uri) as dev:
+            s = dev.create_semaphore()
+            dev.queue_barrier([], [(s, 1)])
+            dev.queue_barrier([], [])
+            dev.queue_barrier([(s, 1)], [(s, 2)])
+            s.wait(2)
+            hb = hb_of(dev)
+            assert hb.op_before("0:0", "0:1") is expected
+            assert hb.op_before("0:0", "0:2") is True      # the semaphore orders it everywhere
+            assert hb.op_before("0:1", "0:2") is expected
+            assert hb.op_before("0:2", "0:0") is False
+
+
+def test_a_wait_is_satisfied_by_the_first_signal_reaching_its_value():
+    with hal.create_device("sim", queues=3) as dev:
+        s, t = dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_barrier([], [(s, 3)], queue_affinity=1)        # reaches >= 2 first
+        dev.queue_barrier([(s, 3)], [(s, 5)], queue_affinity=2)
+        dev.queue_barrier([(s, 2)], [(t, 1)], queue_affinity=4)
+        t.wait(1)
+        s.wait(5)
+        hb = hb_of(dev)
+        assert hb.op_before("0:0", "0:2") and not hb.op_before("0:1", "0:2")
+
+
+def test_host_waits_and_host_signals_order_ops():
+    with hal.create_device("sim", queues=2) as dev:
+        a, b = dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_barrier([], [(a, 1)], queue_affinity=1)     # 0:0
+        a.wait(1)                                             # host now after 0:0
+        dev.queue_barrier([], [(b, 1)], queue_affinity=2)     # 0:1: after 0:0 through the host
+        dev.queue_barrier([(b, 2)], [], queue_affinity=2)     # 0:2: waits for the host's signal
+        b.wait(1)
+        b.signal(2)
+        dev.wait_semaphores(hal.WaitMode.ALL, [(b, 2)])
+        dev.sleep(0.001)
+        hb = hb_of(dev)
+        assert hb.op_before("0:0", "0:1") and hb.op_before("0:1", "0:2") and hb.op_before("0:0", "0:2")
+        assert not hb.op_before("0:1", "0:0")
+
+
+def test_inline_devices_order_every_call_in_program_order():
+    with hal.create_device("sim:sync") as dev:
+        s = dev.create_semaphore()
+        dev.queue_barrier([], [(s, 1)])
+        dev.queue_barrier([], [])
+        hb = hb_of(dev)
+        assert hb.op_before("0:0", "0:1") and hb.lanes == 1
+
+
+def test_unordered_ops_spread_over_few_lanes():
+    with hal.create_device("sim", queues=2) as dev:
+        s, t = dev.create_semaphore(), dev.create_semaphore()
+        for i in range(1, 51):               # two independent chains of 50 ops
+            dev.queue_barrier([(s, i - 1)] if i > 1 else [], [(s, i)], queue_affinity=1)
+            dev.queue_barrier([(t, i - 1)] if i > 1 else [], [(t, i)], queue_affinity=2)
+        dev.wait_semaphores(hal.WaitMode.ALL, [(s, 50), (t, 50)])
+        hb = hb_of(dev)
+        assert hb.lanes == 3                 # the host thread and one chain per timeline
+        assert hb.op_before("0:0", "0:98") and not hb.op_before("0:0", "0:99")
+
+
+def test_second_host_thread_gets_its_own_lane():
+    with hal.create_device("sim") as dev:
+        s = dev.create_semaphore()
+
+        def other():
+            dev.queue_barrier([], [(s, 1)])
+
+        th = threading.Thread(target=other)
+        th.start()
+        s.wait(1)
+        th.join()
+        dev.queue_barrier([], [])
+        hb = hb_of(dev)
+        assert hb.op_before("1:0", "0:0")
+        assert sorted(hb.lane_names)[:2] == ["host thread 0", "host thread 1"]
+
+
+def test_hb_graph_is_the_transitive_reduction():
+    with hal.create_device("sim:metal") as dev:
+        s = dev.create_semaphore()
+        for i in range(3):
+            dev.queue_barrier([], [(s, i + 1)])
+        s.wait(3)
+        assert sorted(hb_of(dev).graph().edges) == [("0:0", "0:1"), ("0:1", "0:2")]
+
+
+def test_model_reads_a_saved_trace(tmp_path):
+    with hal.create_device("sim") as dev:
+        s = dev.create_semaphore()
+        dev.queue_barrier([], [(s, 1)])
+        s.wait(1)
+        dev.trace.save(tmp_path / "t.json")
+    m = TraceModel(Trace.load(tmp_path / "t.json"))
+    assert (m.ordering, list(m.ops), m.final_value("s0"), m.first_signal("s0", 1)[1]) == \
+        ("unordered", ["0:0"], 1, "0:0")

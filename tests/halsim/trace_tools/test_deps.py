@@ -1,0 +1,65 @@
+"""Dependency edges: signal→wait by value, failures, initial values, queue order, host waits."""
+
+from reference.trace import Trace
+
+from halsim.trace_tools.deps import Edge, op_graph, queue_edges, signal_wait_edges
+from halsim.trace_tools.model import TraceIndex, personality
+
+
+def test_signal_wait_edges_are_the_same_on_every_device(traces, staged_edges):
+    for name in ("generic", "metal", "metal_sync"):
+        edges = signal_wait_edges(Trace.load(traces[name]))
+        assert sorted((e.src, e.dst, e.sem, e.value) for e in edges) == sorted(staged_edges), name
+        assert {e.kind for e in edges} == {"semaphore"}
+    # demo_pipeline (submitted consumer first, released by the host's signal of s0): a chain on s1
+    demo = [("host:0", "0:5", "s0", 1), ("0:5", "0:4", "s1", 1), ("0:4", "0:3", "s1", 2), ("0:3", "0:2", "s1", 3),
+            ("0:2", "0:1", "s1", 4), ("0:1", "0:0", "s1", 5)]
+    for name in ("local-task", "demo-sim"):
+        edges = signal_wait_edges(Trace.load(traces[name]))
+        assert sorted((e.src, e.dst, e.sem, e.value) for e in edges) == sorted(demo), name
+
+
+def test_queue_edges_only_on_in_order_devices(traces):
+    assert queue_edges(Trace.load(traces["generic"])) == []
+    assert queue_edges(Trace.load(traces["local-task"])) == []
+    edges = queue_edges(Trace.load(traces["metal"]))
+    assert [(e.src, e.dst, e.value) for e in edges] == [
+        ("0:0", "0:1", 1), ("0:1", "0:2", 1), ("0:2", "0:4", 1), ("0:4", "0:5", 1), ("0:3", "0:6", 0),
+        ("0:5", "0:7", 1), ("0:6", "0:8", 0), ("0:7", "0:9", 1)]
+    assert {e.kind for e in edges} == {"queue"}
+
+
+def test_op_graph_nodes_and_edge_kinds(traces, staged_edges):
+    g = op_graph(Trace.load(traces["metal"]))
+    assert list(g.nodes) == [f"0:{i}" for i in range(10)]
+    assert g.nodes["0:3"]["kind"] == "execute" and g.nodes["0:3"]["commands"] == 5
+    kinds = {}
+    for _u, _v, k in g.edges(data="kind"):
+        kinds[k] = kinds.get(k, 0) + 1
+    # 9 semaphore edges; 8 queue edges, none duplicating a semaphore edge
+    assert kinds == {"semaphore": 9, "queue": 8}
+    assert g.edges["0:0", "0:4"] == {"kind": "semaphore", "sem": "s3", "value": 1, "failed": False}
+    g2 = op_graph(Trace.load(traces["generic"]))
+    assert sorted(g2.edges) == sorted((s, d) for s, d, _, _ in staged_edges)
+
+
+def test_failure_satisfies_with_failure(traces):
+    edges = signal_wait_edges(Trace.load(traces["failure"]))
+    assert edges == [Edge("host:0", "0:0", "s0", 1, "fail")]
+    assert list(op_graph(Trace.load(traces["failure"])).edges) == []  # host causes are not op nodes
+
+
+def test_host_wait_and_initial_value_edges(traces):
+    t = Trace.load(traces["host"])
+    assert signal_wait_edges(t) == [Edge("host:0", "0:3", "s1", 1, "semaphore")]  # s2>=5: initially met
+    g = op_graph(t)
+    # the host waited for 0:0's s0=1 before enqueueing 0:1, 0:2 and before signalling s1 (0:3's wait)
+    assert sorted(g.edges(data="kind")) == [("0:0", "0:1", "program"), ("0:0", "0:2", "program"),
+                                            ("0:0", "0:3", "program")]
+
+
+def test_personality_from_header_or_uri():
+    assert personality({"device": "sim:metal?queues=2"}) == "metal"
+    assert personality({"device": "opencl"}) == "opencl"
+    assert personality({"device": "sim", "personality": "generic"}) == "generic"
+    assert TraceIndex({"device": "sim:cuda"}).in_order is True
