@@ -82,7 +82,8 @@ def staged_pipeline(dev, stages: int = 6, n: int = 16384) -> bool:
     runs one command buffer per stage: ``scale_and_offset`` (×3 + 10), a memory barrier, ``negate``,
     an execution barrier and a one-byte ``fill`` of the stage's done flag (a blit after compute: an
     encoder switch on Metal). Double buffering: upload k waits until compute k-2 has read its input,
-    compute k waits for upload k and for copy k-2 to have read its output. Upload k+1 is submitted
+    compute k waits for upload k, for compute k-1 (they share the scratch buffer) and for copy k-2 to
+    have read its output. Upload k+1 is submitted
     before copy k, so on an in-order queue the next upload does not wait behind the previous copy.
     Every wait is on a value an earlier submission signals, so producers come first and the program
     also runs where queue calls block (``legacy_sync``, ``local-sync``). Needs ``dev.queue_count >= 2``
@@ -117,8 +118,10 @@ def staged_pipeline(dev, stages: int = 6, n: int = 16384) -> bool:
         cb.execution_barrier(hal.ExecutionStage.DISPATCH, hal.ExecutionStage.TRANSFER)
         cb.fill_buffer(hal.BufferRef(flags, 4 * k, 4), k + 1, 1)
         cb.end()
-        dev.queue_execute([(uploaded, k + 1)] + after(downloaded, k - 1), [(computed, k + 1)], cb,
-                          queue_affinity=compute_q)
+        # after(computed, k): stage k reuses tmp and signals `computed` after stage k-1 — without it the
+        # two computes race on an out-of-order device (WAR/WAW on tmp, and a non-increasing signal).
+        dev.queue_execute([(uploaded, k + 1)] + after(downloaded, k - 1) + after(computed, k), [(computed, k + 1)],
+                          cb, queue_affinity=compute_q)
 
     def download(k):
         dev.queue_copy([(computed, k + 1)] + after(zeroed, 1 if k == 0 else 0), [(downloaded, k + 1)],

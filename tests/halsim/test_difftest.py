@@ -1,0 +1,86 @@
+"""halsim difftest: the same program on a real device (OpenCL on PoCL) and on its model."""
+
+import json
+
+import pytest
+
+from halsim import cli
+from halsim.difftest import difftest, ordering_violations
+from reference.trace import Trace
+
+pytest.importorskip("pyopencl", reason="the opencl extra (pyopencl[pocl]) is part of `make test`")
+
+PROGRAM = '''
+def main(dev):
+    exe = dev.load_executable()
+    a, b = dev.allocator.allocate_buffer(64), dev.allocator.allocate_buffer(64)
+    up, done = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_update([], [(up, 1)], bytes(range(64)), 0, a, 0, 64)
+    dev.queue_dispatch([(up, 1)], [(done, 1)], exe, "negate", (1, 1, 1), (), (a, b))
+    done.wait(1, timeout=30)
+    return b.map_read(0, 16)
+
+def per_device(dev):
+    main(dev)
+    return dev.uri
+'''
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM)
+    return str(path)
+
+
+def _load(path, name):
+    return cli.load_program(f"{path}:{name}")
+
+
+def test_opencl_agrees_with_its_model(program):
+    r = difftest(_load(program, "main"), real="opencl", sim="sim:opencl", runs=2)
+    assert r["outputs"]["equal"] is True
+    assert r["outputs"]["reference_reads"] == 1
+    assert [d["device"] for d in r["outputs"]["devices"]] == ["sim:opencl", "opencl #1", "opencl #2"]
+    assert (r["ordering"]["violations"], r["ordering"]["inversions"]) == ([], [])
+    assert [t["run"] for t in r["timing"]["runs"]] == [1, 2]
+    assert r["ok"] is True
+    real = r["traces"]["real"][0]
+    assert [(o["op"], o["kind"], o["status"]) for o in real.operations()] == [("0:0", "update", 0),
+                                                                               ("0:1", "dispatch", 0)]
+
+
+def test_a_different_result_is_reported(program):
+    r = difftest(_load(program, "per_device"), real="opencl", sim="sim:opencl")
+    assert r["ok"] is False and r["outputs"]["equal"] is False
+    assert [(d["device"], d["equal_reads"], d["equal_result"]) for d in r["outputs"]["devices"]] == [
+        ("sim:opencl", True, False), ("opencl #1", True, False)]
+
+
+def test_ordering_violations_are_found_from_timestamps():
+    t = Trace({"device": "opencl", "clock": "monotonic", "personality": "opencl"})
+    t.emit({"ev": "semaphore", "t": 0, "sem": "s0", "initial": 0, "thread": 0})
+    for op, wait, signal, start, end in (("0:0", [], [["s0", 1]], 10, 50), ("0:1", [["s0", 1]], [], 40, 60)):
+        t.emit({"ev": "op", "t": 0, "op": op, "kind": "barrier", "thread": 0, "queue": 0, "wait": wait,
+                "signal": signal})
+        t.emit({"ev": "op_done", "t": end, "op": op, "ready": start, "start": start, "track": 0, "status": 0})
+        if signal:
+            t.emit({"ev": "signal", "t": end, "sem": "s0", "value": 1, "cause": op})
+    v = ordering_violations(t)
+    assert [(x["src"], x["dst"], x["kind"], x["why"], x["src_end"], x["dst_start"]) for x in v] == [
+        ("0:0", "0:1", "semaphore", "s0>=1", 50, 40), ("0:0", "0:1", "queue", "queue 0 order", 50, 40)]
+
+
+def test_cli_exit_codes_and_json(program, tmp_path, capsys):
+    assert cli.main(["difftest", f"{program}:main", "--json", "--out", str(tmp_path / "t")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["program_devices"]["sim"] == "sim:opencl"
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["real.1.trace.json", "reference.trace.json",
+                                                                 "sim.trace.json"]
+    # A zero tolerance on the makespan: the uncalibrated model is never exact, so exit 1.
+    assert cli.main(["difftest", f"{program}:main", "--tolerance", "0"]) == 1
+    assert "OUTSIDE tolerance 0%" in capsys.readouterr().out
+    assert cli.main(["difftest", f"{program}:main", "--runs", "0"]) == 2
+    assert "--runs 0: must be >= 1" in capsys.readouterr().err
+    assert cli.main(["difftest", f"{program}:main", "--real", "nope"]) == 2
+    assert "device 'nope': NOT_FOUND" in capsys.readouterr().err
