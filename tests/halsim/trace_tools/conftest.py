@@ -7,10 +7,13 @@ from halsim.pipeline import demo_pipeline, staged_pipeline
 from reference import hal
 
 # The staged pipeline with 3 stages: what each op waits for and who signals it (same on every device).
+# s0 uploaded, s1 computed, s2 downloaded, s3 zeroed; ops: 0:0 fill, 0:1 upload 0, 0:2 upload 1,
+# 0:3 compute 0, 0:4 copy 0, 0:5 upload 2, 0:6 compute 1, 0:7 copy 1, 0:8 compute 2, 0:9 copy 2.
+# Compute k >= 1 also waits for compute k-1 (s1 >= k: they share the scratch buffer): 0:3 -> 0:6, 0:6 -> 0:8.
 STAGED_SEMAPHORE_EDGES = [
     ("0:1", "0:3", "s0", 1), ("0:3", "0:4", "s1", 1), ("0:0", "0:4", "s3", 1), ("0:3", "0:5", "s1", 1),
-    ("0:2", "0:6", "s0", 2), ("0:6", "0:7", "s1", 2), ("0:5", "0:8", "s0", 3), ("0:4", "0:8", "s2", 1),
-    ("0:8", "0:9", "s1", 3),
+    ("0:2", "0:6", "s0", 2), ("0:3", "0:6", "s1", 1), ("0:6", "0:7", "s1", 2), ("0:5", "0:8", "s0", 3),
+    ("0:4", "0:8", "s2", 1), ("0:6", "0:8", "s1", 2), ("0:8", "0:9", "s1", 3),
 ]
 
 
@@ -29,8 +32,10 @@ def traces(tmp_path_factory):
         "metal": _staged("sim:metal?queues=2", d / "metal.json"),
         "metal_sync": _staged("sim:metal?queues=2&legacy_sync=1", d / "metal_sync.json"),
     }
-    # staged_pipeline races on local-task (compute k and k+1 share a scratch buffer and both signal
-    # the same timeline, so which signal meets a wait varies run to run); demo_pipeline is one chain.
+    # local-task runs demo_pipeline, one chain whose edges are the same every run. (staged_pipeline
+    # used to race there: compute k and k+1 shared a scratch buffer and both signalled the same
+    # timeline with nothing ordering them, so which signal met a wait varied run to run. Compute k now
+    # waits for compute k-1, but these traces still avoid it.)
     for name, uri in (("local-task", "local-task"), ("demo-sim", "sim?queues=2")):
         with hal.create_device(uri) as dev:
             assert demo_pipeline(dev)

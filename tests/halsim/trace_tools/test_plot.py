@@ -10,8 +10,8 @@ from halsim.trace_tools.synth import synthetic_trace
 def test_plot_bars_png_and_svg(traces, tmp_path):
     t = Trace.load(traces["generic"])
     info = plot_trace(t, tmp_path / "g.png")
-    # 6 lanes; 10 ops + 22 commands + 1 host wait; 10 arrows (9 op waits + the host wait)
-    assert info == {"rows": 6, "mode": "bars", "spans": 33, "arrows": 10, "semaphores": 4}
+    # 5 lanes (host, queue 0, queue 1 x3); 10 ops + 22 commands + 1 host wait; 12 arrows (11 op waits + the host wait)
+    assert info == {"rows": 5, "mode": "bars", "spans": 33, "arrows": 12, "semaphores": 4}
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot_trace(t, tmp_path / "g.svg", findings=[{"rule": "x", "ops": ["0:3"], "t": 20000}])
     assert b"<svg" in (tmp_path / "g.svg").read_bytes()[:500]
@@ -20,9 +20,9 @@ def test_plot_bars_png_and_svg(traces, tmp_path):
 def test_plot_window_and_tracks(traces, tmp_path):
     t = Trace.load(traces["generic"])
     info = plot_trace(t, tmp_path / "w.png", t_from=16000, t_to=30000, tracks=["queue 0"])
-    # queue 0's two lanes: 0:3 and 0:6 and their first 3 commands (dispatch, barrier, dispatch) overlap
-    # the window; their fills (from 35302 and 36402) and 0:8 do not
-    assert info == {"rows": 2, "mode": "bars", "spans": 8, "arrows": 0, "semaphores": 4}
+    # queue 0's one lane: 0:3 and its first 3 commands (dispatch, barrier, dispatch) overlap the window;
+    # its second barrier and fill (from 35202) and 0:6 (from 39803, after 0:3) and 0:8 do not
+    assert info == {"rows": 1, "mode": "bars", "spans": 4, "arrows": 0, "semaphores": 4}
 
 
 def test_plot_dense_traces_are_shaded(tmp_path):
@@ -32,7 +32,7 @@ def test_plot_dense_traces_are_shaded(tmp_path):
 
 def test_plot_diff(traces, tmp_path):
     info = plot_diff(Trace.load(traces["generic"]), Trace.load(traces["metal"]), tmp_path / "d.png", labels=("a", "b"))
-    assert (info["a"]["rows"], info["b"]["rows"]) == (6, 8)
+    assert (info["a"]["rows"], info["b"]["rows"]) == (5, 8)
     assert (tmp_path / "d.png").stat().st_size > 10_000
 
 
