@@ -111,6 +111,15 @@ def cmd_demo(args) -> int:
     if args.device is None:
         ok, report = metal_demo(args.out)
         print(report)
+        for mode in ("async", "legacy_sync"):
+            base = os.path.join(args.out, f"sim_metal.{mode}")
+            trace = Trace.load(base + ".trace.json")
+            for line in trace_cli.write_views(trace, plot=base + ".png", perfetto=base + ".pftrace"):
+                print(f"  {mode}: {line}")
+            findings = check_cli.demo_report(trace, base + ".check.txt") if hasattr(check_cli, "demo_report") \
+                else None
+            if findings is not None:
+                print(f"  {mode}: check: {findings}")
         return 0 if ok else 1
     with _create(args.device) as dev:
         result = demo_pipeline(dev)

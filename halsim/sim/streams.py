@@ -39,6 +39,7 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from heapq import heappop, heappush
 
@@ -82,6 +83,36 @@ class Action:
         self.signal_events: list[NativeEvent] = []
 
 
+class Recorded:
+    """One semaphore's recorded device-signal events, by value: the scan's lookup is a bisection
+    (a long pipeline keeps thousands issued ahead of the GPU)."""
+
+    __slots__ = ("values", "events")
+
+    def __init__(self):
+        self.values: list[int] = []
+        self.events: list[NativeEvent] = []
+
+    def add(self, event: NativeEvent) -> None:
+        i = bisect_right(self.values, event.value)
+        self.values.insert(i, event.value)
+        self.events.insert(i, event)
+
+    def find(self, value: int) -> NativeEvent | None:
+        """The event of the smallest recorded value >= ``value``."""
+        i = bisect_left(self.values, value)
+        return self.events[i] if i < len(self.events) else None
+
+    def remove(self, event: NativeEvent) -> bool:
+        i = bisect_left(self.values, event.value)
+        while i < len(self.events) and self.events[i] is not event:
+            i += 1
+        if i == len(self.events):
+            return False
+        del self.values[i], self.events[i]
+        return True
+
+
 class Stream:
     """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path."""
 
@@ -118,7 +149,7 @@ class StreamDevice(SimDevice):
         self._seq = 0
         self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
         self._pending: dict[int, Action] = {}  # submission order
-        self._recorded: dict[str, list[NativeEvent]] = {}
+        self._recorded: dict[str, Recorded] = {}  # semaphore id → its recorded device-signal events
         self._scans: dict[int, set] = {}          # time → semaphores changed then
         # semaphore id → heap of (value, seq, action): pending actions blocked waiting for it to reach value
         self._blocked: dict[str, list] = {}
@@ -261,13 +292,11 @@ class StreamDevice(SimDevice):
         if sem.failure is not None:
             return MAX_LEVEL
         recorded = self._recorded.get(sem.id)
-        return max(sem.payload, max(e.value for e in recorded)) if recorded else sem.payload
+        return max(sem.payload, recorded.values[-1]) if recorded else sem.payload
 
     def _recorded_event(self, sem_id: str, value: int) -> NativeEvent | None:
-        for event in self._recorded.get(sem_id, ()):
-            if event.value >= value:
-                return event
-        return None
+        recorded = self._recorded.get(sem_id)
+        return recorded.find(value) if recorded else None
 
     def _user_event(self, sem, value: int) -> NativeEvent:
         waits = WaitsResolved(self, [(sem, value)])
@@ -315,7 +344,10 @@ class StreamDevice(SimDevice):
             self.recorder.emit({"ev": "issue", "t": self.env.now, "op": op.id, "start": start,
                                 "track": self._worker_track, "events": len(action.events)})
             for event in action.signal_events:
-                self._recorded.setdefault(event.sem, []).append(event)
+                recorded = self._recorded.get(event.sem)
+                if recorded is None:
+                    recorded = self._recorded[event.sem] = Recorded()
+                recorded.add(event)
                 self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
             stream = self._streams[op.queue]
             stream.fifo.append(action)
@@ -442,10 +474,8 @@ class StreamDevice(SimDevice):
         destroyed = 0
         for event in action.signal_events:
             recorded = self._recorded.get(event.sem)
-            if recorded is not None and event in recorded:
-                recorded.remove(event)
-                if not recorded:
-                    del self._recorded[event.sem]
+            if recorded is not None and recorded.remove(event) and not recorded.values:
+                del self._recorded[event.sem]
             destroyed += self._unref(event)
         for event in action.events:
             destroyed += self._unref(event)
