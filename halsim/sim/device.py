@@ -31,6 +31,7 @@ from reference.hal import Device, HalError, StatusCode, WaitMode
 from reference.hal.queue_op import QueueOp, retire
 from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
 
+from . import gc_tuning
 from .cost_model import CostModel
 from .deadlock import build_report
 from .history import SemaphoreHistory
@@ -121,6 +122,7 @@ class SimDevice(Device):
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
         self.recorder = SimRecorder(self.trace, self.now, self.retain_resources)
+        self._gc_hold = gc_tuning.hold(self)  # released at close (or when the device is collected)
 
     # -- clock and host threads ---------------------------------------------------------------------
 
@@ -311,3 +313,4 @@ class SimDevice(Device):
             if not self._pending_ops():
                 break
         self.threads.release_all(HalError(StatusCode.CANCELLED, f"device {self.uri!r} was closed"))
+        self._gc_hold()
