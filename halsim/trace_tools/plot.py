@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# Figures are built with matplotlib's object API, not pyplot: no global backend switch (a notebook's
+# inline backend stays as it is) and no figure registry to leak into.
+from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
@@ -184,7 +183,6 @@ def _semaphores(ix: TraceIndex) -> list[str]:
 def _save(fig, path) -> None:
     fmt = "svg" if os.fspath(path).lower().endswith(".svg") else "png"
     atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=110, bbox_inches="tight"))
-    plt.close(fig)
 
 
 def plot_trace(trace, path, t_from: int | None = None, t_to: int | None = None, tracks=None,
@@ -198,8 +196,8 @@ def plot_trace(trace, path, t_from: int | None = None, t_to: int | None = None, 
     unit, scale = _unit(hi - lo)
     rows = max(len(lanes), 1)
     heights = [max(2.0, 0.38 * rows)] + [0.7] * len(sems)
-    fig, axes = plt.subplots(1 + len(sems), 1, figsize=(14, sum(heights) + 1.2), sharex=True, squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig = Figure(figsize=(14, sum(heights) + 1.2))
+    axes = fig.subplots(1 + len(sems), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
     axes = axes[:, 0]
     info = _draw_rows(axes[0], ix, lanes, lo, hi, t0, scale, findings)
     title = f"{ix.header.get('device', '?')}: {len(ix.ops)} ops, {ix.cmd_count} commands"
@@ -245,8 +243,8 @@ def plot_diff(a, b, path, labels=("A", "B")) -> dict:
     span = max(hi_a - lo_a, hi_b - lo_b, 1)
     unit, scale = _unit(span)
     ra, rb = max(len(la), 1), max(len(lb), 1)
-    fig, (axa, axb) = plt.subplots(2, 1, figsize=(14, 0.38 * (ra + rb) + 2.5),
-                                   gridspec_kw={"height_ratios": [max(ra, 2), max(rb, 2)], "hspace": 0.35})
+    fig = Figure(figsize=(14, 0.38 * (ra + rb) + 2.5))
+    axa, axb = fig.subplots(2, 1, gridspec_kw={"height_ratios": [max(ra, 2), max(rb, 2)], "hspace": 0.35})
     info = {}
     for ax, ix, lanes, lo, label in ((axa, ia, la, lo_a, labels[0]), (axb, ib, lb, lo_b, labels[1])):
         info[label] = _draw_rows(ax, ix, lanes, lo, lo + span, lo, scale)

@@ -276,9 +276,15 @@ class Engine:
         timing = self.adapter.timing(action) if error is None else None
         now = device.now()
         op.start_t, op.end_t = (timing[0], timing[1]) if timing else (action.issued_t, now)
-        if error is None and timing:
-            for index, start, end in timing[2]:
-                device.recorder.command(op, op.commands[index], start, end, op.track)
+        if error is None and op.commands:
+            # Every command is traced, including those the API needs no work for (barriers on an
+            # in-order queue, HAL events): at the end of the command before them, zero long.
+            timed = {index: (start, end) for index, start, end in (timing[2] if timing else ())}
+            t = op.start_t
+            for cmd in op.commands:
+                start, end = timed.get(cmd.index, (t, t))
+                device.recorder.command(op, cmd, start, end, op.track)
+                t = max(t, end)
         device_error = error is not None and op.wait_error is None
         should_signal = error is None
         if error is None and op.kind in ("dealloca", "host_call"):
