@@ -24,6 +24,7 @@ class EngineDevice(Device):
         self.trace.header["personality"] = adapter.personality
         self._stream_tracks = [self.recorder.track("stream", f"queue {i} {adapter.stream_name}")
                                for i in range(queues)]
+        self.worker_track = self.recorder.track("worker", "issue worker")
         self.adapter = adapter
         self.engine = Engine(self, adapter, pool_capacity)
 

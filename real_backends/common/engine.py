@@ -251,6 +251,8 @@ class Engine:
         if last is None:
             last = adapter.record(stream, None)
             action.native.append(("completion", last))
+        device.recorder.emit({"ev": "issue", "t": device.now(), "op": op.id, "start": action.issued_t,
+                              "track": device.worker_track, "events": len(action.events)})
         self._completions.put((action, last))
 
     # -- the completion thread ------------------------------------------------------------------------

@@ -125,7 +125,7 @@ class OpenCLAdapter(Adapter):
         while not done.wait(delay):
             if handle.command_execution_status < 0:
                 break
-            delay = min(delay * 2, 0.01)
+            delay = min(delay * 2, 0.001)
         status = handle.command_execution_status
         if status < 0:
             return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")

@@ -88,9 +88,10 @@ class Recorder:
         ev = {"ev": "cmd", "t": 0, "op": "", "index": cmd.index, "kind": cmd.kind, "start": 0, "track": 0,
               "access": [[r.buffer.id, r.offset, r.length, a] for r, a in cmd.accesses]}
         if cmd.kind == "dispatch":
-            spec, wg, _consts, _binds = cmd.args
+            spec, wg, consts, _binds = cmd.args
             ev["entry"] = spec.name
             ev["workgroups"] = list(wg) if isinstance(wg, tuple) else None
+            ev["constants"] = [c & 0xFFFFFFFF for c in consts]  # cost models scale by them (spin)
         elif cmd.kind == "barrier":
             ev["memory_barrier"] = cmd.args[2]
         return ev
