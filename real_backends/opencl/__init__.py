@@ -12,20 +12,14 @@ pyopencl or such a platform, ``create_device`` raises UNAVAILABLE saying which.
 from __future__ import annotations
 
 from reference.hal import DeviceInfo, Driver, HalError
+from reference.utils.cts_exclusions import in_order_queue, sticky_failure
 
 from ..common.device import EngineDevice
 from .adapter import PLATFORM, OpenCLAdapter, find_device
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
 
-_IN_ORDER = "submits a consumer before its producer on the same in-order OpenCL queue, which stalls the " \
-            "queue on the consumer's user event forever"
-_STICKY = "a failed wait makes the queue status sticky (HAL_SEMANTICS B.3): every later action fails"
-CTS_UNSUPPORTED: dict[str, str] = {f"SemaphoreSubmissionTest.{name}": _IN_ORDER for name in (
-    "IntermediateSemaphoreBetweenDeviceBatches", "TwoBatchesWaitingOn1FormerBatchAmongst2",
-    "TwoBatchesWaitingOnDifferentSemaphoreValues", "BatchWaitingOnAnotherAndHostSignal",
-    "DeviceBatchSignalAnotherAndHost")}
-CTS_UNSUPPORTED["QueueAllocaTest.FailedDeallocaWaitDoesNotDealloca"] = _STICKY
+CTS_UNSUPPORTED: dict[str, str] = {**in_order_queue("OpenCL queue"), **sticky_failure()}
 
 
 class OpenCLDevice(EngineDevice):

@@ -29,14 +29,14 @@ activity is traced as ``cuda_event`` events (``docs/sim-cuda.md``).
 
 from __future__ import annotations
 
+from reference.utils.cts_exclusions import sticky_failure
+
 from ..streams import MAX_WAIT_EVENTS, StreamDevice
 
 CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 
-STICKY = "a failed wait makes the queue status sticky (HAL_SEMANTICS B.3, [CUDA-v2]/[H] " \
-         "deferred_work_queue.c): every later action on the device fails, so the buffer cannot be refilled"
 # IREE's CUDA CTS configuration at [H] has no HAL events (no `events` tag: EventTest is skipped).
-CTS_UNSUPPORTED: dict[str, str] = {"QueueAllocaTest.FailedDeallocaWaitDoesNotDealloca": STICKY}
+CTS_UNSUPPORTED: dict[str, str] = sticky_failure()
 
 
 class CudaDevice(StreamDevice):

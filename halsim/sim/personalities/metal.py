@@ -56,6 +56,7 @@ from reference.hal import CommandBufferMode, CommandBuffer, CommandCategory, Hal
 from reference.hal.constants import QUEUE_AFFINITY_ANY
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
 from reference.utils.command_segments import check_barrier, plan_segments
+from reference.utils.cts_exclusions import in_order_queue
 
 from ..device import SimDevice, _api
 from ..events import WaitsResolved
@@ -67,12 +68,7 @@ CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 
 GPU = "gpu"  # the history's actor for values the GPU sets (encodeSignalEvent)
 
-_IN_ORDER = "submits a consumer before its producer on the same in-order MTLCommandQueue, which " \
-            "deadlocks Metal's GPU-side waits (IREE disables SemaphoreSubmissionTest.* on Metal)"
-CTS_UNSUPPORTED: dict[str, str] = {f"SemaphoreSubmissionTest.{name}": _IN_ORDER for name in (
-    "IntermediateSemaphoreBetweenDeviceBatches", "TwoBatchesWaitingOn1FormerBatchAmongst2",
-    "TwoBatchesWaitingOnDifferentSemaphoreValues", "BatchWaitingOnAnotherAndHostSignal",
-    "DeviceBatchSignalAnotherAndHost")}
+CTS_UNSUPPORTED: dict[str, str] = in_order_queue("MTLCommandQueue")
 
 
 class SharedEventHistory(SemaphoreHistory):

@@ -26,18 +26,13 @@ design the backend shares.
 
 from __future__ import annotations
 
-from .cuda import STICKY
+from reference.utils.cts_exclusions import in_order_queue, sticky_failure
+
 from ..streams import StreamDevice
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
 
-_IN_ORDER = "submits a consumer before its producer on the same in-order OpenCL queue, which stalls the " \
-            "queue on the consumer's user event forever (as on Metal)"
-CTS_UNSUPPORTED: dict[str, str] = {f"SemaphoreSubmissionTest.{name}": _IN_ORDER for name in (
-    "IntermediateSemaphoreBetweenDeviceBatches", "TwoBatchesWaitingOn1FormerBatchAmongst2",
-    "TwoBatchesWaitingOnDifferentSemaphoreValues", "BatchWaitingOnAnotherAndHostSignal",
-    "DeviceBatchSignalAnotherAndHost")}
-CTS_UNSUPPORTED["QueueAllocaTest.FailedDeallocaWaitDoesNotDealloca"] = STICKY
+CTS_UNSUPPORTED: dict[str, str] = {**in_order_queue("OpenCL queue"), **sticky_failure()}
 
 
 class OpenCLDevice(StreamDevice):
