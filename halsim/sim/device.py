@@ -28,18 +28,20 @@ import threading
 import simpy
 
 from reference.hal import Device, HalError, StatusCode, WaitMode
-from reference.hal.queue_op import QueueOp, retire
+from reference.hal.queue_op import QueueOp, retire, run_body
 from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
 
 from . import gc_tuning
 from .cost_model import CostModel
+from .faults import parse_faults
 from .deadlock import build_report
 from .history import SemaphoreHistory
 from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
-OPTIONS = {"queues": 1, "cost_model": None, "seed": 0, "max_concurrency": 4, "retain_resources": True}
+OPTIONS = {"queues": 1, "cost_model": None, "seed": 0, "max_concurrency": 4, "retain_resources": True,
+           "faults": None, "fault_rate": 0.0}
 
 
 def to_ns(seconds: float) -> int:
@@ -112,7 +114,8 @@ class SimDevice(Device):
         self.queue_count = options["queues"]
         self.max_concurrency = options["max_concurrency"]
         self.retain_resources = options["retain_resources"]
-        self.rng = random.Random(options["seed"])  # for models with randomness; generic and sync have none
+        self.rng = random.Random(options["seed"])  # for models with randomness (and fault_rate)
+        self.faults = parse_faults(options["faults"], options["fault_rate"])  # None: no fault injection
         self.history = SemaphoreHistory(self.cost.wake_ns)
         self.threads = HostThreads(self.env, self._lock, self._diagnose)
         self._thread_count = 0
@@ -282,6 +285,13 @@ class SimDevice(Device):
 
     def _schedule(self, op: QueueOp) -> None:
         raise NotImplementedError
+
+    def _faulted_body(self, op: QueueOp) -> bool:
+        """``run_body`` for an op whose body runs outside :func:`~.execution.timed_body` (host calls run
+        by a completion handler), with fault injection."""
+        if self.faults is not None:
+            self.faults.check(self, op, None)
+        return run_body(self, op, op.track, self.now)
 
     def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> None:
         """Trace the op's end and retire it: release what it retained, then signal or fail."""

@@ -16,7 +16,7 @@ True
 >>> driver.create_device("generic", legacy_sync=True)      # a personality's own option, elsewhere
 Traceback (most recent call last):
 ...
-reference.hal.status.HalError: INVALID_ARGUMENT: unknown option 'legacy_sync' for device 'sim:generic' (known: cost_model, max_concurrency, queues, retain_resources, seed)
+reference.hal.status.HalError: INVALID_ARGUMENT: unknown option 'legacy_sync' for device 'sim:generic' (known: cost_model, fault_rate, faults, max_concurrency, queues, retain_resources, seed)
 """
 
 from __future__ import annotations

@@ -39,10 +39,13 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
     clock = device.now
     begin = clock()
     lead = 0 if at is None else max(0, at - begin)
+    faults = device.faults
     if op.kind in ("alloca", "dealloca", "host_call"):
         ns = cost.op_ns(op.kind) + lead
         if ns:
             yield ns
+        if faults is not None:
+            faults.check(device, op, None)
         if op.kind != "host_call":
             return run_body(device, op, track, clock)
         previous, device._host_call_op = device._host_call_op, op
@@ -58,10 +61,14 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
     start = t = begin + lead
     timeline = []
     error = None
+    if faults is not None and not op.commands:
+        faults.check(device, op, None)
     for cmd, ns, apply, template in command_plan(device, op.commands):
         if ns is None:
             ns = cost.command_ns(cmd)
         try:
+            if faults is not None:
+                faults.check(device, op, cmd.index)
             apply()
         except HalError as e:
             timeline.append((template, t, t + ns, e))

@@ -450,7 +450,7 @@ class StreamDevice(SimDevice):
         if op.kind == "host_call" and error is None:
             previous, self._host_call_op = self._host_call_op, op
             try:
-                should_signal = run_body(self, op, op.track, self.now)
+                should_signal = self._faulted_body(op)
             except HalError as e:
                 error = e
             finally:

@@ -261,6 +261,8 @@ class MetalDevice(SimDevice):
         if op.kind in ("alloca", "dealloca"):
             yield env.timeout(self.cost.launch_ns + self.cost.op_ns(op.kind))
             try:
+                if self.faults is not None:
+                    self.faults.check(self, op, None)
                 should_signal, error = run_body(self, op, queue.track, self.now), None
             except HalError as e:
                 should_signal, error = False, e
@@ -282,10 +284,17 @@ class MetalDevice(SimDevice):
         cost = self.cost
         durations, templates = {}, {}
         error = failed = None
+        if self.faults is not None and not op.commands:
+            try:
+                self.faults.check(self, op, None)
+            except HalError as e:
+                error = e
         for cmd, ns, apply, template in command_plan(self, op.commands):
             templates[cmd.index] = template
             if error is None:
                 try:
+                    if self.faults is not None:
+                        self.faults.check(self, op, cmd.index)
                     apply()
                 except HalError as e:
                     error, failed = e, cmd.index
@@ -315,7 +324,7 @@ class MetalDevice(SimDevice):
     def _host_call(self, op: QueueOp) -> None:
         previous, self._host_call_op = self._host_call_op, op
         try:
-            should_signal, error = run_body(self, op, op.track, self.now), None
+            should_signal, error = self._faulted_body(op), None
         except HalError as e:
             should_signal, error = False, e
         finally:
