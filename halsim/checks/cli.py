@@ -21,6 +21,7 @@ names one). A ``.json`` file that is a halsim trace is checked as it is. Exit st
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from reference import hal
@@ -106,8 +107,9 @@ def load_target(target: str, device: str | None):
 
     path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
     if path.endswith(".json") and _is_trace(path):
+        notes = [f"--device {device} ignored: a trace is checked as it was recorded"] if device else []
         try:
-            return Trace.load(path), [], []
+            return Trace.load(path), notes, []
         except TraceFormatError as e:
             raise _BadInput(str(e)) from None
     if is_schedule_path(path):
@@ -154,6 +156,17 @@ def cmd_check(args) -> int:
 
 
 COMMANDS = {"check": cmd_check}
+
+
+def demo_report(trace, path: str) -> str:
+    """Check ``trace``, write the human report to ``path`` and return a one-line summary for
+    ``halsim demo`` (``"no findings (report.txt)"`` or ``"2 findings (…) — report.txt"``)."""
+    report = check_trace(trace)
+    title = os.path.basename(path).replace(".check.txt", ".trace.json")
+    text = format_report(report.findings, report.stats, [], title)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return f"{text.splitlines()[-1]}: {path}"
 
 
 def main_check(argv) -> int:

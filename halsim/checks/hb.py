@@ -7,7 +7,8 @@ Edges, each from what the device and the HAL *guarantee* (never from observed ti
 * enqueue: the call that enqueued an op happens before the op starts (never the other way: the host
   does not wait for the op) — except on ``inline`` devices (local-sync, ``sim:sync``), where the op
   runs inside the call, so it also happens before the thread's next call;
-* queue order on ``in_order`` devices (Metal command queues, CUDA streams, OpenCL in-order queues):
+* queue order on ``in_order`` devices (Metal command queues, OpenCL in-order queues; not CUDA,
+  whose pending queue actions are issued as their waits resolve, so a later one can overtake):
   an op on a queue starts after the previous op on that queue finished; none on IREE-semantics
   devices (``sim``, ``local-task``), where only semaphores order submissions;
 * semaphore signal → wait: a wait for ``v`` is satisfied by the signal that first brought the

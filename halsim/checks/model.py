@@ -26,7 +26,10 @@ from bisect import bisect_left
 from sys import intern
 from dataclasses import dataclass
 
-IN_ORDER = ("metal", "cuda", "opencl")
+# Metal command queues and OpenCL in-order queues run submissions in enqueue order (a wait blocks
+# the queue). CUDA's HAL queue does not: pending queue actions are issued to the stream when their
+# waits resolve, so a later action without waits overtakes an earlier one (sim:cuda does this).
+IN_ORDER = ("metal", "opencl")
 INLINE = ("sync", "local-sync")
 # commands that order what comes before them in a command buffer before what comes after
 BARRIERS = ("barrier", "wait_events")
@@ -35,8 +38,8 @@ _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written
 
 
 def device_ordering(header: dict) -> str:
-    """``in_order`` (CUDA streams, Metal command queues, OpenCL in-order queues: ops on one queue run
-    in enqueue order), ``inline`` (local-sync and its model: a queue call runs before it returns) or
+    """``in_order`` (Metal command queues, OpenCL in-order queues: ops on one queue run in enqueue
+    order), ``inline`` (local-sync and its model: a queue call runs before it returns) or
     ``unordered`` (IREE semantics: only semaphores order submissions)."""
     personality = header.get("personality")
     uri = str(header.get("device", ""))

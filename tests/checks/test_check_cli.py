@@ -96,3 +96,18 @@ def test_device_override_runs_the_schedule_elsewhere(capsys):
     assert main(["check", corpus("clean_same_queue_in_order_metal.toml")]) == 0
     assert main(["check", corpus("clean_same_queue_in_order_metal.toml"), "--device", "sim"]) == 1
     assert "hazard.raw" in capsys.readouterr().out
+
+
+def test_demo_report_writes_the_human_report(tmp_path):
+    from halsim.checks.cli import demo_report
+
+    with hal.create_device("sim") as dev:
+        s = dev.create_semaphore()
+        dev.queue_barrier([], [(s, 1)])
+        dev.queue_barrier([], [(s, 2)])
+        s.wait(2)
+    path = str(tmp_path / "x.check.txt")
+    assert demo_report(dev.trace, path) == f"1 finding (1 error, 0 warnings): {path}"
+    lines = open(path).read().splitlines()
+    assert lines[0] == "halsim check: x.trace.json on sim (2 ops, 0 commands)"
+    assert lines[1].startswith("error   semaphore.racing_signals [0:0, 0:1]: ")

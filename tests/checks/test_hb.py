@@ -17,7 +17,9 @@ def test_device_ordering_from_header():
     assert device_ordering({"device": "local-task"}) == "unordered"
     assert device_ordering({"device": "sim:metal?legacy_sync=1"}) == "in_order"
     assert device_ordering({"device": "opencl"}) == "in_order"
-    assert device_ordering({"device": "x", "personality": "cuda"}) == "in_order"
+    assert device_ordering({"device": "x", "personality": "opencl"}) == "in_order"
+    # CUDA's pending queue actions are issued as their waits resolve: a later one can overtake
+    assert device_ordering({"device": "sim:cuda", "personality": "cuda"}) == "unordered"
     assert device_ordering({"device": "sim:sync"}) == "inline"
     assert device_ordering({"device": "local-sync"}) == "inline"
 
