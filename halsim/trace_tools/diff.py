@@ -5,7 +5,8 @@ extra in B, operations whose kind, command list or status differ; happens-before
 host-wait and in-order queue edges, ``deps.py``) found in one trace only; order inversions on each
 queue (two operations of one ``queue`` started in one order in A and the other in B); per-operation
 start (from each trace's first enqueue) and duration deltas and ratios; per-queue utilization and the
-makespan error; semaphore final values and value sequences. Each trace's times count from its own
+makespan error; semaphore final values and value sequences; and the outputs — each buffer read the
+host made (``host_read`` digests), read by read. Each trace's times count from its own
 first enqueue, so traces on different clocks (simulator vs ``local-task``) compare.
 
 ``within_tolerance`` is true when the structure agrees (same operations, kinds, commands, statuses,
@@ -183,6 +184,16 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
         if entry["final_a"] != entry["final_b"] or first is not None or entry["failed_a"] != entry["failed_b"]:
             problems.append(f"semaphore {sem} values differ")
 
+    # Outputs: what the host read back (host_read digests), compared read by read in program order.
+    ra, rb = A.host_reads, B.host_reads
+    differing = [{"read": k, "buf": a[0], "offset": a[1], "length": a[2]}
+                 for k, (a, b) in enumerate(zip(ra, rb)) if a != b]
+    outputs = {"reads_a": len(ra), "reads_b": len(rb), "differ": differing[:EXAMPLES],
+               "differ_count": len(differing)}
+    if differing or len(ra) != len(rb):
+        problems.append(f"{len(differing)} of the host's buffer reads differ" if len(ra) == len(rb) else
+                        f"the host read {len(ra)} buffers in A and {len(rb)} in B")
+
     def side(ix, span):
         return {"device": ix.header.get("device"), "clock": ix.header.get("clock"), "ops": len(ix.ops),
                 "commands": ix.cmd_count, "makespan_ns": span}
@@ -196,6 +207,7 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
                   "only_b": [list(e) for e in only_b[:EXAMPLES]], "only_b_count": len(only_b)},
         "order_inversions": inversions,
         "timing": timing, "makespan": makespan, "utilization": utilization, "semaphores": sems,
+        "outputs": outputs,
         "problems": problems, "within_tolerance": not problems,
     }
 
@@ -230,5 +242,9 @@ def format_diff(r: dict) -> str:
         if s["final_a"] != s["final_b"] or s["first_difference"] is not None or s["failed_a"] != s["failed_b"]:
             lines.append(f"semaphore {s['sem']}: final {s['final_a']} -> {s['final_b']}, "
                          f"first different signal #{s['first_difference']}")
+    o = r["outputs"]
+    lines.append(f"outputs: {o['reads_a']} host reads in A, {o['reads_b']} in B, {o['differ_count']} differ"
+                 + "".join(f"; read #{d['read']} of {d['buf']}[{d['offset']}:{d['offset'] + d['length']})"
+                           for d in o["differ"][:3]))
     lines.append("within tolerance" if r["within_tolerance"] else "DIFFERENT: " + "; ".join(r["problems"]))
     return "\n".join(lines)

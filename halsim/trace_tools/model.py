@@ -73,6 +73,7 @@ class TraceIndex:
         self.signals: dict[str, list[tuple[int, int, int, str]]] = {}  # sem → [(seq, t, value, cause)]
         self.fails: dict[str, tuple[int, int, int, str, str]] = {}  # sem → (seq, t, status, message, cause)
         self.host_waits: list[dict] = []  # host_wait events plus ``seq``
+        self.host_reads: list[tuple[str, int, int, str]] = []  # (buf, offset, length, digest), in order
         self.cmds = Commands()
         self.cmd_count = 0  # ``cmd`` events only (cmds also holds encoder spans)
         self.t_min: int | None = None
@@ -136,6 +137,8 @@ class TraceIndex:
                     done = dict(e)
                     done.pop("ev")
                     ops[pos].update(done, end=done.pop("t"))
+            elif ev == "host_read":
+                self.host_reads.append((e["buf"], e["offset"], e["length"], e["digest"]))
             elif ev == "signal":
                 self.signals.setdefault(e["sem"], []).append((seq, t, e["value"], e.get("cause", "")))
             elif ev == "fail":

@@ -189,7 +189,9 @@ class Buffer:
             _int_arg(offset, "map_read offset")
             return b""
         data, start, length = self._map(MemoryAccess.READ, offset, length, "map_read")
-        return bytes(data[start:start + length])
+        out = bytes(data[start:start + length])
+        self.device.recorder.host_read(self._root.id, start, out)
+        return out
 
     def map_write(self, offset: int, data) -> None:
         try:

@@ -8,6 +8,7 @@ devices running the same program; a command is ``(op id, index)``.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Callable
 
 from .trace import Trace
@@ -131,6 +132,12 @@ class Recorder:
     def fail(self, sem, error, cause: str, t: int) -> None:
         self.emit({"ev": "fail", "t": t, "sem": sem.id, "status": int(error.code), "message": error.message,
                    "cause": cause})
+
+    def host_read(self, buf_id: str, offset: int, data: bytes) -> None:
+        """The host read ``data`` back from a buffer (``map_read``): a digest, so traces of two devices
+        can be compared output by output without holding the bytes."""
+        self.emit({"ev": "host_read", "t": self.clock(), "buf": buf_id, "offset": offset, "length": len(data),
+                   "digest": hashlib.blake2b(data, digest_size=8).hexdigest()})
 
     def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None) -> None:
         ev = {"ev": "host_wait", "t": self.clock(), "thread": thread, "mode": mode, "wait": _tps(timepoints),

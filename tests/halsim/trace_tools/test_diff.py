@@ -7,7 +7,7 @@ from reference import hal
 from reference.trace import Trace
 
 from halsim.cli import main
-from halsim.trace_tools.diff import _inversions, diff_traces
+from halsim.trace_tools.diff import _inversions, diff_traces, format_diff
 from halsim.trace_tools.synth import synthetic_trace
 
 
@@ -107,3 +107,26 @@ def test_diff_cli(traces, tmp_path, capsys):
     assert capsys.readouterr().err == f"halsim: error: {tmp_path / 'nope.json'}: no such file\n"
     assert main(["diff", traces["generic"], traces["metal"], "--tolerance", "-1"]) == 2
     assert main(["diff", traces["generic"], traces["metal"], "--plot", str(tmp_path / "d.gif")]) == 2
+
+
+def test_outputs_are_compared_read_by_read():
+    from reference import hal
+
+    def run(pattern):
+        dev = hal.create_device("sim")
+        try:
+            buf, done = dev.allocator.allocate_buffer(32), dev.create_semaphore()
+            dev.queue_fill([], [(done, 1)], buf, 0, 32, pattern, 1)
+            done.wait(1)
+            buf.map_read(0, 16)
+            buf.map_read(16, 16)
+        finally:
+            dev.close()
+        return dev.trace
+    same = diff_traces(run(7), run(7))
+    assert same["outputs"] == {"reads_a": 2, "reads_b": 2, "differ": [], "differ_count": 0}
+    other = diff_traces(run(7), run(8))
+    assert other["outputs"]["differ"] == [{"read": 0, "buf": "b0", "offset": 0, "length": 16},
+                                          {"read": 1, "buf": "b0", "offset": 16, "length": 16}]
+    assert "2 of the host's buffer reads differ" in other["problems"]
+    assert "outputs: 2 host reads in A, 2 in B, 2 differ; read #0 of b0[0:16)" in format_diff(other)
