@@ -5,7 +5,10 @@ The pool starts with ``capacity`` events. ``acquire`` takes one, or creates one 
 requested beyond capacity are directly created and destroyed without pooling".
 
 >>> made = []
->>> pool = EventPool(1, create=lambda: made.append(1) or len(made), destroy=lambda h: made.append(-h))
+>>> def create():
+...     made.append(len(made) + 1)
+...     return made[-1]
+>>> pool = EventPool(1, create=create, destroy=lambda h: made.append(-h))
 >>> a, b = pool.acquire(), pool.acquire()
 >>> (a.pooled, b.pooled, pool.unpooled)
 (True, False, 1)

@@ -1,5 +1,7 @@
 // The builtin kernel library in OpenCL C (real_backends/common/kernel_abi.py gives the ABI):
 // per binding a byte pointer and a byte offset, then the 32-bit constants, then n = work items.
+// No fused multiply-add: axpy's a*x + y must round twice, as the NumPy reference does.
+#pragma OPENCL FP_CONTRACT OFF
 #define AT(T, b, o) ((__global T*)((b) + (o)))
 
 __kernel void hal_abs(__global uchar* b0, uint o0, __global uchar* b1, uint o1, uint n) {

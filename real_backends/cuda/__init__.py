@@ -1,0 +1,69 @@
+"""``cuda``: the HAL on NVIDIA GPUs through the CUDA driver API (``cuda-bindings``; kernels by NVRTC).
+
+The engine of ``real_backends.common`` with :class:`~.adapter.CudaAdapter` (IREE's CUDA-v2 design,
+HAL_SEMANTICS §B.3); the simulator's model of it is ``sim:cuda``. Options: ``queues`` (dispatch streams,
+default 1), ``event_pool_capacity`` (pooled ``CUevent``\\ s, default 32 as IREE), ``ordinal`` (the CUDA
+device, default 0) and ``graphs`` (reusable command buffers as ``CUgraph``\\ s, default True). Without
+the ``cuda`` extra, the NVIDIA driver or a GPU, ``create_device("cuda")`` raises UNAVAILABLE saying
+which, and ``query_available_devices()`` is empty.
+
+>>> from reference import hal
+>>> dev = hal.create_device("cuda")                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from reference.hal import DeviceInfo, Driver, HalError, StatusCode
+from reference.utils.cts_exclusions import sticky_failure
+
+from ..common.device import EngineDevice
+from .adapter import CudaAdapter, find_device
+
+CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
+
+# Unresolved waits keep an action pending (never encoded on the in-order stream), so consumer-first
+# submissions work; only the engine's sticky failure excludes a test.
+CTS_UNSUPPORTED: dict[str, str] = sticky_failure()
+
+
+def _int_option(options: dict, name: str, low: int, high: int) -> int:
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"option {name}={value!r} must be an int in [{low}, {high}]")
+    return value
+
+
+class CudaDevice(EngineDevice):
+    capabilities = CAPABILITIES
+
+    def __init__(self, uri: str, options: dict):
+        queues = _int_option(options, "queues", 1, 64)
+        capacity = _int_option(options, "event_pool_capacity", 0, 1 << 16)
+        ordinal = _int_option(options, "ordinal", 0, 1 << 16)
+        cu_device, name = find_device(ordinal)
+        adapter = CudaAdapter(cu_device, queues, graphs=options["graphs"])
+        try:
+            super().__init__(uri, options, adapter, queues, pool_capacity=capacity)
+        except BaseException:
+            adapter.close()
+            raise
+        self.trace.header["platform_device"] = name
+
+
+class CudaDriver(Driver):
+    name = "cuda"
+    options = {"queues": 1, "event_pool_capacity": 32, "ordinal": 0, "graphs": True}
+
+    def query_available_devices(self):
+        try:
+            _, name = find_device(0)
+        except HalError:
+            return []
+        return [DeviceInfo("cuda", f"cuda ({name})", CAPABILITIES, dict(CTS_UNSUPPORTED),
+                           "CUDA driver API: dispatch streams, pooled CUevents, completion thread, NVRTC kernels")]
+
+    def _create(self, path, options):
+        return CudaDevice("cuda" + (f":{path}" if path else ""), options)
+
+
+driver = CudaDriver()

@@ -1,0 +1,495 @@
+"""CUDA through the driver API (``cuda-bindings``): IREE's CUDA-v2 design on the shared engine (B.3).
+
+* **Streams**: one dispatch stream per HAL queue (``cuStreamCreate(CU_STREAM_NON_BLOCKING)``) in the
+  device's primary context. The engine's worker thread issues, its completion thread
+  ``cuEventSynchronize``s the last event of each action (the CUDA-v2 completion thread, no
+  ``cuLaunchHostFunc``).
+* **Native events**: ``CUevent``\\ s from the engine's :class:`~real_backends.common.pool.EventPool`
+  (``event_pool_capacity``, default 32, IREE's default); a device-signal event is ``cuEventRecord``\\ ed
+  on the dispatch stream, a device wait is ``cuStreamWaitEvent``. CUDA has no user events: waits on
+  values nobody has recorded yet keep the action pending (``wait_policy = "pending"``) and later ready
+  actions are issued past it, as IREE does; at most 32 events per action (RESOURCE_EXHAUSTED beyond).
+* **Memory — host-mirrored device memory.** The reference ``Buffer`` keeps its bytes in a host
+  ``bytearray`` that ``map_read``/``map_write`` use directly, so the host copy is the one the HAL
+  contract observes. Each allocation also gets device memory (``cuMemAlloc``, lazily, on first use).
+  Submitting an op (on the worker thread): ``cuStreamSynchronize`` the dispatch stream (its earlier
+  work and the ``cuStreamWaitEvent``\\ s of this op are then done, so the host bytes are current), copy
+  every range the op's commands touch host→device, enqueue the commands, copy every range they write
+  device→host and synchronize again; then the engine records the signal events. This is the simplest
+  option that is correct for every interleaving of host mapping, host calls and device work: the device
+  copy is refreshed from the host before every op and the host copy is final before any signal. Its
+  cost is that one op at a time runs on the device (the worker blocks on the stream). The alternatives
+  were rejected: ``cuMemHostRegister`` on the ``bytearray`` pins whole pages, which neighbouring Python
+  objects share (double registration fails, and freed pages stay pinned); asynchronous mirroring needs
+  stream-ordered host copies (``cuLaunchHostFunc`` into Python) — a possible later optimisation.
+* **Commands**: fill → ``cuMemsetD8/D16/D32Async`` (the HAL requires offset and length to be multiples
+  of the pattern length, and ``cuMemAlloc`` memory is 256-byte aligned, so the element alignment holds);
+  update → ``cuMemcpyHtoDAsync`` from the bytes captured at record time; copy → ``cuMemcpyDtoDAsync``
+  (UNIMPLEMENTED for overlapping ranges of one allocation, as on OpenCL); dispatch → ``cuLaunchKernel``
+  of the NVRTC-compiled builtin library (``kernel_abi``: per binding a device pointer + byte offset,
+  the constants, ``n``; blocks of 256 threads); barriers and HAL events need nothing on one in-order
+  stream.
+* **Graphs** (IREE's default ``command_buffer_mode = GRAPH``): a *reusable* command buffer (not
+  ``ONE_SHOT``) executed through ``queue_execute`` is captured once into a ``CUgraph``
+  (``cuStreamBeginCapture`` in relaxed mode → the same stream commands → ``cuStreamEndCapture`` →
+  ``cuGraphInstantiate``) and every later execution with the same resolved commands — the same device
+  addresses, ranges, patterns and constants, so a different binding table gets its own graph — is one
+  ``cuGraphLaunch``. ``update`` bytes are staged in device memory owned by the graph (a device-to-device
+  copy node). Command buffers with an indirect dispatch (the counts are read on the host) and one-shot
+  ones are replayed as stream commands. Graphs are destroyed when their command buffer is garbage.
+  Option ``graphs=False`` turns them off.
+* **Timestamps**: an anchor ``CUevent`` is recorded on the idle stream with a host ``CLOCK_MONOTONIC``
+  read, one event after each command (after the graph launch for a graph: its commands share its span);
+  ``cuEventElapsedTime`` places them on the host clock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+import weakref
+
+import numpy as np
+
+from reference.hal import CommandBuffer, CommandBufferMode, HalError, Range, StatusCode
+
+from ..common.engine import Adapter
+from ..common.kernel_abi import symbol, work_items
+from .nvrtc import compile_ptx, pick_arch
+
+BLOCK = 256  # threads per block of every dispatch
+
+
+def _cu():
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError as e:
+        raise HalError(StatusCode.UNAVAILABLE, f"cuda: cuda-bindings is not installed ({e}); install the 'cuda' "
+                       "extra: pip install -e '.[cuda]'") from None
+    return cu
+
+
+def check(result, what: str):
+    """Unpack a cuda-bindings result tuple ``(CUresult, values…)``; HalError on failure."""
+    cu = _cu()
+    err, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        code = StatusCode.RESOURCE_EXHAUSTED if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY else StatusCode.INTERNAL
+        raise HalError(code, f"cuda: {what} failed ({name.decode() if isinstance(name, bytes) else err})")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+def find_device(ordinal: int = 0):
+    """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU."""
+    cu = _cu()
+    try:
+        err = cu.cuInit(0)
+    except Exception as e:  # noqa: BLE001 - cuda-bindings raises when libcuda.so cannot be loaded
+        raise HalError(StatusCode.UNAVAILABLE, f"cuda: no NVIDIA driver (libcuda could not be loaded: {e})") from None
+    err = err[0] if isinstance(err, tuple) else err
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise HalError(StatusCode.UNAVAILABLE, f"cuda: cuInit failed ({err.name}): no usable NVIDIA driver/GPU")
+    err, count = cu.cuDeviceGetCount()
+    if err != cu.CUresult.CUDA_SUCCESS or count == 0:
+        raise HalError(StatusCode.UNAVAILABLE, "cuda: the driver reports no CUDA device")
+    if not 0 <= ordinal < count:
+        raise HalError(StatusCode.UNAVAILABLE, f"cuda: no device {ordinal} (the driver has {count})")
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+    name = check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    return dev, name.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def _address(data) -> int:
+    """Host address of a bytes-like object (bytearray storage or captured update bytes)."""
+    return np.frombuffer(data, dtype=np.uint8).ctypes.data
+
+
+class _Graph:
+    """An instantiated ``CUgraph`` of a reusable command buffer and what it owns."""
+
+    __slots__ = ("exec", "graph", "indices", "staged")
+
+    def __init__(self, exe, graph, indices: tuple, staged: list):
+        self.exec = exe
+        self.graph = graph
+        self.indices = indices  # the commands it runs on the device
+        self.staged = staged    # device copies of update bytes
+
+
+class CudaAdapter(Adapter):
+    personality = "cuda"
+    stream_name = "dispatch stream"
+    wait_policy = "pending"
+    max_wait_events = 32  # IREE_HAL_CUDA_MAX_WAIT_EVENT_COUNT
+    pooled = True
+
+    def __init__(self, cu_device, queues: int, graphs: bool = True):
+        cu = self.cu = _cu()
+        self.use_graphs = graphs
+        self.cu_device = cu_device
+        self.ctx = check(cu.cuDevicePrimaryCtxRetain(cu_device), "cuDevicePrimaryCtxRetain")
+        self._local = threading.local()
+        self._bind()
+        major = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device), "cuDeviceGetAttribute")
+        minor = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cu_device), "cuDeviceGetAttribute")
+        self.ptx = compile_ptx(arch=pick_arch(major, minor))
+        self.module = check(cu.cuModuleLoadData(self.ptx.encode() + b"\0"), "cuModuleLoadData")
+        self.functions: dict[str, object] = {}
+        flags = int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self.streams = [check(cu.cuStreamCreate(flags), "cuStreamCreate") for _ in range(queues)]
+        self._memory: dict[int, tuple] = {}      # id(storage) → (storage, CUdeviceptr)
+        self._owned: dict[int, list[int]] = {}   # id(root Buffer) → keys of _memory it owns
+        self._to_free: list = []                 # device pointers of dead buffers (freed by the worker)
+        self._oneshot: set[int] = set()          # unpooled completion events (record(None))
+        self._graphs: dict[tuple, _Graph] = {}   # (id(command buffer), signature) → instantiated graph
+        self._graph_keys: dict[int, list] = {}   # id(command buffer) → its keys in _graphs
+        self._dead_graphs: list = []
+        self._lock = threading.Lock()
+
+    def _bind(self) -> None:
+        """Make the device's primary context current on the calling thread (engine threads included)."""
+        if not getattr(self._local, "bound", False):
+            check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            self._local.bound = True
+
+    # -- events ----------------------------------------------------------------------------------------
+
+    def create_event(self):
+        """A synchronization event (pooled by the engine): no timing, as IREE's event pool."""
+        self._bind()
+        flags = int(self.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        return check(self.cu.cuEventCreate(flags), "cuEventCreate")
+
+    def _timing_event(self):
+        return check(self.cu.cuEventCreate(int(self.cu.CUevent_flags.CU_EVENT_DEFAULT)), "cuEventCreate")
+
+    def destroy_event(self, handle) -> None:
+        self._bind()
+        self.cu.cuEventDestroy(handle)
+
+    def stream_wait(self, stream: int, handle) -> None:
+        self._bind()
+        check(self.cu.cuStreamWaitEvent(self.streams[stream], handle, 0), "cuStreamWaitEvent")
+
+    def record(self, stream: int, handle):
+        self._bind()
+        if handle is None:  # the completion event of an op that signals nothing: destroyed once synchronized
+            handle = self.create_event()
+            with self._lock:
+                self._oneshot.add(int(handle))
+        check(self.cu.cuEventRecord(handle, self.streams[stream]), "cuEventRecord")
+        return handle
+
+    def synchronize(self, handle) -> HalError | None:
+        self._bind()
+        try:
+            check(self.cu.cuEventSynchronize(handle), "cuEventSynchronize")
+        except HalError as e:
+            return HalError(StatusCode.ABORTED, str(e))
+        finally:
+            with self._lock:
+                oneshot = int(handle) in self._oneshot
+                self._oneshot.discard(int(handle))
+            if oneshot:
+                self.destroy_event(handle)
+        return None
+
+    # -- memory ----------------------------------------------------------------------------------------
+
+    def _device_ptr(self, rng: Range, what: str) -> int:
+        """The device address of the allocation behind ``rng`` (allocated on first use)."""
+        store = rng.buffer.storage(what)
+        key = id(store)
+        with self._lock:
+            entry = self._memory.get(key)
+            if entry is not None and entry[0] is store:
+                return int(entry[1])
+        ptr = check(self.cu.cuMemAlloc(max(len(store), 1)), "cuMemAlloc")
+        root = rng.buffer
+        with self._lock:
+            old = self._memory.get(key)
+            if old is not None:  # a dead storage's id reused: its memory goes
+                self._to_free.append(old[1])
+            self._memory[key] = (store, ptr)
+            owned = self._owned.get(id(root))
+            if owned is None:
+                owned = self._owned[id(root)] = []
+                weakref.finalize(root, self._buffer_died, id(root))
+            owned.append(key)
+        return int(ptr)
+
+    def _buffer_died(self, root_id: int) -> None:
+        # May run on any thread (garbage collection): only queue the memory; the worker frees it.
+        with self._lock:
+            for key in self._owned.pop(root_id, ()):
+                entry = self._memory.pop(key, None)
+                if entry is not None:
+                    self._to_free.append(entry[1])
+
+    def _free_dead(self) -> None:
+        with self._lock:
+            dead, self._to_free = self._to_free, []
+            graphs, self._dead_graphs = self._dead_graphs, []
+        for ptr in dead:
+            self.cu.cuMemFree(ptr)
+        for graph in graphs:
+            self._destroy_graph(graph)
+
+    # -- work ------------------------------------------------------------------------------------------
+
+    def submit(self, stream: int, action) -> None:
+        cu = self.cu
+        self._bind()
+        self._free_dead()
+        s = self.streams[stream]
+        commands = action.op.commands
+        # 1. The stream (earlier work, this op's event waits) is done: the host bytes are current.
+        check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+        # 2. Host → device for every range the commands touch (written ranges too: a partial write
+        #    must not expose stale device bytes when the range is copied back).
+        touched: dict[tuple[int, int], tuple] = {}
+        written: dict[tuple[int, int], tuple] = {}
+        for cmd in commands:
+            for rng, access in cmd.accesses:
+                if rng.length == 0:
+                    continue
+                key = (id(rng.buffer), rng.offset, rng.length)
+                touched[key] = rng
+                if "w" in access:
+                    written[key] = rng
+        for rng in touched.values():
+            store = rng.buffer.storage("command operand")
+            check(cu.cuMemcpyHtoDAsync(self._device_ptr(rng, "command operand") + rng.offset,
+                                       _address(store) + rng.offset, rng.length, s), "cuMemcpyHtoDAsync")
+        # 3. The commands, with a timing event after each; the anchor pins the device clock to the host's.
+        anchor = self._timing_event()
+        check(cu.cuEventRecord(anchor, s), "cuEventRecord")
+        check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+        anchor_ns = time.monotonic_ns()
+        marks, keep = [], []
+        try:
+            graph = self._graph(s, action.op)
+            if graph is not None:
+                check(cu.cuGraphLaunch(graph.exec, s), "cuGraphLaunch")
+                ev = self._timing_event()
+                check(cu.cuEventRecord(ev, s), "cuEventRecord")
+                marks.append((graph.indices, ev))
+                action.native.append(("graph", graph))  # retained until the op completes
+            else:
+                for cmd in commands:
+                    if self._enqueue(s, cmd, keep):
+                        ev = self._timing_event()
+                        check(cu.cuEventRecord(ev, s), "cuEventRecord")
+                        marks.append(((cmd.index,), ev))
+            # 4. Device → host for every written range, then wait: the host copy is final.
+            for rng in written.values():
+                store = rng.buffer.storage("command operand")
+                check(cu.cuMemcpyDtoHAsync(_address(store) + rng.offset,
+                                           self._device_ptr(rng, "command operand") + rng.offset, rng.length, s),
+                      "cuMemcpyDtoHAsync")
+            check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+            times, prev = [], 0
+            for indices, ev in marks:
+                ms = check(cu.cuEventElapsedTime(anchor, ev), "cuEventElapsedTime")
+                end = anchor_ns + int(ms * 1e6)
+                times.extend((index, anchor_ns + prev, end) for index in indices)
+                prev = end - anchor_ns
+            action.native.append(("timing", times))
+        finally:
+            for _, ev in marks:
+                self.destroy_event(ev)
+            self.destroy_event(anchor)
+
+    def _enqueue(self, s, cmd, keep: list, staged: dict | None = None) -> bool:
+        """Enqueue one command on stream ``s``; False when it has nothing to do on the device."""
+        cu, kind = self.cu, cmd.kind
+        if kind == "fill":
+            target = cmd.accesses[0][0]
+            if target.length == 0:
+                return False
+            pattern = bytes(cmd.args)
+            ptr = self._device_ptr(target, "fill target") + target.offset
+            value = int.from_bytes(pattern, "little")
+            count = target.length // len(pattern)
+            fn = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}[len(pattern)]
+            check(fn(ptr, value, count, s), fn.__name__)
+        elif kind == "update":
+            target = cmd.accesses[0][0]
+            data = bytes(cmd.args)
+            if not data:
+                return False
+            dst = self._device_ptr(target, "update target") + target.offset
+            if staged is not None:  # graph capture: a device-to-device copy from the graph's own copy
+                check(cu.cuMemcpyDtoDAsync(dst, staged[cmd.index], len(data), s), "cuMemcpyDtoDAsync")
+                return True
+            keep.append(data)  # alive until the stream is synchronized at the end of submit
+            check(cu.cuMemcpyHtoDAsync(dst, _address(data), len(data), s), "cuMemcpyHtoDAsync")
+        elif kind == "copy":
+            src, dst = cmd.accesses[0][0], cmd.accesses[1][0]
+            if src.length == 0:
+                return False
+            if src.buffer is dst.buffer and src.offset < dst.offset + dst.length and \
+                    dst.offset < src.offset + src.length:
+                raise HalError(StatusCode.UNIMPLEMENTED, "cuda: overlapping copy within one buffer")
+            check(cu.cuMemcpyDtoDAsync(self._device_ptr(dst, "copy target") + dst.offset,
+                                       self._device_ptr(src, "copy source") + src.offset, src.length, s),
+                  "cuMemcpyDtoDAsync")
+        elif kind == "dispatch":
+            return self._dispatch(s, cmd)
+        else:  # barrier, HAL events: one in-order stream already orders everything
+            return False
+        return True
+
+    # -- graphs ----------------------------------------------------------------------------------------
+
+    def _signature(self, commands) -> tuple:
+        """What a captured graph bakes in: per command its kind, device addresses and ranges, and the
+        pattern, bytes or kernel launch."""
+        out = []
+        for cmd in commands:
+            ranges = tuple((self._device_ptr(r, "command operand"), r.offset, r.length) if r.length else (0, 0, 0)
+                           for r, _ in cmd.accesses)
+            if cmd.kind in ("fill", "update"):
+                args = bytes(cmd.args)
+            elif cmd.kind == "dispatch":
+                spec, workgroups, constants, bindings = cmd.args
+                args = (spec.name, tuple(workgroups), tuple(constants),
+                        tuple((self._device_ptr(b, "binding"), b.offset, b.length) for b in bindings))
+            else:
+                args = None
+            out.append((cmd.kind, ranges, args))
+        return tuple(out)
+
+    def _graph(self, s, op):
+        """The instantiated graph for ``op``'s reusable command buffer (captured on first use), or None
+        when the op is replayed as stream commands."""
+        if not self.use_graphs or op.kind != "execute" or not op.commands:
+            return None
+        cb = next((r for r in op.resources if isinstance(r, CommandBuffer)), None)
+        if cb is None or cb.mode & CommandBufferMode.ONE_SHOT:
+            return None
+        if any(c.kind == "dispatch" and isinstance(c.args[1], Range) for c in op.commands):
+            return None  # indirect dispatch: the counts are read on the host when reached
+        key = (id(cb), self._signature(op.commands))
+        with self._lock:
+            graph = self._graphs.get(key)
+        if graph is not None:
+            return graph
+        graph = self._capture(s, op.commands)
+        if graph is None:
+            return None
+        with self._lock:
+            self._graphs[key] = graph
+            keys = self._graph_keys.get(id(cb))
+            if keys is None:
+                keys = self._graph_keys[id(cb)] = []
+                weakref.finalize(cb, self._command_buffer_died, id(cb))
+            keys.append(key)
+        return graph
+
+    def _capture(self, s, commands):
+        cu = self.cu
+        staged = {}
+        for cmd in commands:  # update bytes into device memory the graph owns (before capturing)
+            if cmd.kind == "update" and len(cmd.args):
+                data = bytes(cmd.args)
+                ptr = check(cu.cuMemAlloc(len(data)), "cuMemAlloc")
+                staged[cmd.index] = ptr
+                check(cu.cuMemcpyHtoD(ptr, _address(data), len(data)), "cuMemcpyHtoD")
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        check(cu.cuStreamBeginCapture(s, mode), "cuStreamBeginCapture")
+        indices = []
+        try:
+            for cmd in commands:
+                if self._enqueue(s, cmd, [], staged):
+                    indices.append(cmd.index)
+        finally:
+            graph = check(cu.cuStreamEndCapture(s), "cuStreamEndCapture")
+        if not indices:  # nothing for the device: no graph
+            cu.cuGraphDestroy(graph)
+            for ptr in staged.values():
+                cu.cuMemFree(ptr)
+            return None
+        exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        return _Graph(exe, graph, tuple(indices), list(staged.values()))
+
+    def _command_buffer_died(self, cb_id: int) -> None:
+        with self._lock:  # any thread: queue the graphs, the worker destroys them
+            for key in self._graph_keys.pop(cb_id, ()):
+                graph = self._graphs.pop(key, None)
+                if graph is not None:
+                    self._dead_graphs.append(graph)
+
+    def _destroy_graph(self, graph: "_Graph") -> None:
+        self.cu.cuGraphExecDestroy(graph.exec)
+        self.cu.cuGraphDestroy(graph.graph)
+        for ptr in graph.staged:
+            self.cu.cuMemFree(ptr)
+
+    def _function(self, name: str):
+        fn = self.functions.get(name)
+        if fn is None:
+            fn = self.functions[name] = check(self.cu.cuModuleGetFunction(self.module, symbol(name).encode()),
+                                              "cuModuleGetFunction")
+        return fn
+
+    def _dispatch(self, s, cmd) -> bool:
+        cu = self.cu
+        spec, workgroups, constants, bindings = cmd.args
+        if isinstance(workgroups, Range):  # indirect: the counts as the device has them now
+            check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+            counts = bytearray(12)
+            check(cu.cuMemcpyDtoHAsync(_address(counts), self._device_ptr(workgroups, "dispatch workgroups")
+                                       + workgroups.offset, 12, s), "cuMemcpyDtoHAsync")
+            check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+            workgroups = tuple(int(x) for x in np.frombuffer(bytes(counts), np.uint32))
+            if 0 in workgroups:
+                return False
+        n = work_items(spec, workgroups, constants, [b.length for b in bindings])
+        if n <= 0:
+            return False
+        values, types = [], []
+        for b in bindings:
+            values += [self._device_ptr(b, f"{spec.name} binding"), b.offset]
+            types += [ctypes.c_void_p, ctypes.c_uint32]
+        values += [c & 0xFFFFFFFF for c in constants] + [n]
+        types += [ctypes.c_uint32] * (len(constants) + 1)
+        grid = (n + BLOCK - 1) // BLOCK
+        check(cu.cuLaunchKernel(self._function(spec.name), grid, 1, 1, BLOCK, 1, 1, 0, s,
+                                (tuple(values), tuple(types)), 0), "cuLaunchKernel")
+        return True
+
+    def timing(self, action):
+        times = next((t for kind, t in action.native if kind == "timing"), None)
+        if not times:
+            return None
+        return times[0][1], times[-1][2], times
+
+    def close(self) -> None:
+        cu = self.cu
+        self._bind()
+        for s in self.streams:
+            cu.cuStreamSynchronize(s)
+            cu.cuStreamDestroy(s)
+        with self._lock:
+            graphs = list(self._graphs.values()) + self._dead_graphs
+            self._graphs.clear()
+            self._graph_keys.clear()
+            self._dead_graphs = []
+        for graph in graphs:
+            self._destroy_graph(graph)
+        with self._lock:
+            ptrs = [p for _, p in self._memory.values()] + self._to_free
+            self._memory.clear()
+            self._owned.clear()
+            self._to_free = []
+        for p in ptrs:
+            cu.cuMemFree(p)
+        cu.cuModuleUnload(self.module)
+        cu.cuDevicePrimaryCtxRelease(self.cu_device)
