@@ -6,7 +6,9 @@ import pytest
 
 from halsim import cli
 from halsim.difftest import difftest, ordering_violations
+from reference import hal
 from reference.trace import Trace
+from tests.halsim.difftest_programs import PROGRAMS
 
 pytest.importorskip("pyopencl", reason="the opencl extra (pyopencl[pocl]) is part of `make test`")
 
@@ -48,6 +50,21 @@ def test_opencl_agrees_with_its_model(program):
     real = r["traces"]["real"][0]
     assert [(o["op"], o["kind"], o["status"]) for o in real.operations()] == [("0:0", "update", 0),
                                                                                ("0:1", "dispatch", 0)]
+
+
+@pytest.mark.parametrize("name", [p.__name__ for p in PROGRAMS])
+def test_programs_agree_on_opencl_and_its_model(name):
+    program = next(p for p in PROGRAMS if p.__name__ == name)
+    r = difftest(program, real="opencl", sim="sim:opencl", runs=1)
+    assert r["outputs"]["equal"] is True, r["outputs"]
+    assert r["outputs"]["reference_error"] is None
+    assert (r["ordering"]["violations"], r["ordering"]["inversions"]) == ([], [])
+    assert r["ok"] is True
+    reads = {"pipeline": 2, "fan_out_fan_in": 1, "host_round_trips": 5, "failure_propagates": 1}[name]
+    assert r["outputs"]["reference_reads"] == reads
+    if name == "failure_propagates":
+        (real,) = r["traces"]["real"]
+        assert [(o["op"], o["status"]) for o in real.operations()] == [("0:0", int(hal.StatusCode.DATA_LOSS))]
 
 
 def test_a_different_result_is_reported(program):
