@@ -21,6 +21,7 @@ from reference.trace import Trace
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
+from .calibrate import cli as calibrate_cli
 
 
 class UsageError(Exception):
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                "  halsim run prog.py:main --device local-task --trace t.json\n"
                "  halsim devices                       list the devices this installation can create\n"
                "  halsim export t.json --perfetto t.pftrace   trace tools: export, stats, plot, diff\n"
-               "  halsim check prog.toml --json        deadlocks, hazards, lifetimes, semaphore misuse\n",
+               "  halsim check prog.toml --json        deadlocks, hazards, lifetimes, semaphore misuse\n"
+               "  halsim calibrate real*.json -o m.json   fit sim cost model from real-backend traces\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -73,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("devices", help="list registered drivers and the devices they offer")
     trace_cli.add_parsers(sub)  # export, stats, plot, diff (docs/trace-tools.md)
     check_cli.add_parsers(sub)  # check (docs/checks.md)
+    calibrate_cli.add_parsers(sub)  # calibrate (docs/accuracy.md)
     return p
 
 
@@ -116,10 +119,7 @@ def cmd_demo(args) -> int:
             trace = Trace.load(base + ".trace.json")
             for line in trace_cli.write_views(trace, plot=base + ".png", perfetto=base + ".pftrace"):
                 print(f"  {mode}: {line}")
-            findings = check_cli.demo_report(trace, base + ".check.txt") if hasattr(check_cli, "demo_report") \
-                else None
-            if findings is not None:
-                print(f"  {mode}: check: {findings}")
+            print(f"  {mode}: check: {check_cli.demo_report(trace, base + '.check.txt')}")
         return 0 if ok else 1
     with _create(args.device) as dev:
         result = demo_pipeline(dev)
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, "difftest": cmd_difftest, **trace_cli.COMMANDS,
-                **check_cli.COMMANDS}[args.command](args)
+                **check_cli.COMMANDS, **calibrate_cli.COMMANDS}[args.command](args)
     except UsageError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2
