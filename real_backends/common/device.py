@@ -13,12 +13,19 @@ from reference.hal.queue_op import QueueOp
 from .engine import Adapter, Engine
 
 
+def int_option(options: dict, name: str, low: int, high: int) -> int:
+    """An integer device option in ``[low, high]`` (INVALID_ARGUMENT naming it otherwise)."""
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"option {name}={value!r} must be an int in [{low}, {high}]")
+    return value
+
+
 class EngineDevice(Device):
     capabilities = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 
     def __init__(self, uri: str, options: dict, adapter: Adapter, queues: int = 1, pool_capacity: int | None = 32):
-        if isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= 64:
-            raise HalError(StatusCode.INVALID_ARGUMENT, f"option queues={queues!r} must be an int in [1, 64]")
+        int_option({"queues": queues}, "queues", 1, 64)
         self.queue_count = queues
         super().__init__(uri, options)
         self.trace.header["personality"] = adapter.personality

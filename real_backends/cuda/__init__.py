@@ -13,10 +13,10 @@ which, and ``query_available_devices()`` is empty.
 
 from __future__ import annotations
 
-from reference.hal import DeviceInfo, Driver, HalError, StatusCode
+from reference.hal import DeviceInfo, Driver, HalError
 from reference.utils.cts_exclusions import sticky_failure
 
-from ..common.device import EngineDevice
+from ..common.device import EngineDevice, int_option
 from .adapter import CudaAdapter, find_device
 
 CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
@@ -26,20 +26,13 @@ CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 CTS_UNSUPPORTED: dict[str, str] = sticky_failure()
 
 
-def _int_option(options: dict, name: str, low: int, high: int) -> int:
-    value = options[name]
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise HalError(StatusCode.INVALID_ARGUMENT, f"option {name}={value!r} must be an int in [{low}, {high}]")
-    return value
-
-
 class CudaDevice(EngineDevice):
     capabilities = CAPABILITIES
 
     def __init__(self, uri: str, options: dict):
-        queues = _int_option(options, "queues", 1, 64)
-        capacity = _int_option(options, "event_pool_capacity", 0, 1 << 16)
-        ordinal = _int_option(options, "ordinal", 0, 1 << 16)
+        queues = int_option(options, "queues", 1, 64)
+        capacity = int_option(options, "event_pool_capacity", 0, 1 << 16)
+        ordinal = int_option(options, "ordinal", 0, 1 << 16)
         cu_device, name = find_device(ordinal)
         adapter = CudaAdapter(cu_device, queues, graphs=options["graphs"])
         try:

@@ -13,10 +13,10 @@ and ``query_available_devices()`` is empty.
 
 from __future__ import annotations
 
-from reference.hal import DeviceInfo, Driver, HalError, StatusCode
+from reference.hal import DeviceInfo, Driver, HalError
 from reference.utils.cts_exclusions import sticky_failure
 
-from ..common.device import EngineDevice
+from ..common.device import EngineDevice, int_option
 from .adapter import MetalAdapter, find_device
 
 CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
@@ -26,19 +26,12 @@ CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 CTS_UNSUPPORTED: dict[str, str] = sticky_failure()
 
 
-def _int_option(options: dict, name: str, low: int, high: int) -> int:
-    value = options[name]
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise HalError(StatusCode.INVALID_ARGUMENT, f"option {name}={value!r} must be an int in [{low}, {high}]")
-    return value
-
-
 class MetalDevice(EngineDevice):
     capabilities = CAPABILITIES
 
     def __init__(self, uri: str, options: dict):
-        queues = _int_option(options, "queues", 1, 64)
-        capacity = _int_option(options, "event_pool_capacity", 0, 1 << 16)
+        queues = int_option(options, "queues", 1, 64)
+        capacity = int_option(options, "event_pool_capacity", 0, 1 << 16)
         mtl_device = find_device()
         adapter = MetalAdapter(mtl_device, queues)
         super().__init__(uri, options, adapter, queues, pool_capacity=capacity)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from reference.hal import DeviceInfo, Driver, HalError
 from reference.utils.cts_exclusions import in_order_queue, sticky_failure
 
-from ..common.device import EngineDevice
+from ..common.device import EngineDevice, int_option
 from .adapter import PLATFORM, OpenCLAdapter, find_device
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
@@ -26,10 +26,9 @@ class OpenCLDevice(EngineDevice):
     capabilities = CAPABILITIES
 
     def __init__(self, uri: str, options: dict):
+        queues = int_option(options, "queues", 1, 64)
         cl_device = find_device(options["platform"])
-        adapter = OpenCLAdapter(cl_device, options["queues"]) if isinstance(options["queues"], int) and \
-            not isinstance(options["queues"], bool) and 1 <= options["queues"] <= 64 else None
-        super().__init__(uri, options, adapter, options["queues"], pool_capacity=None)
+        super().__init__(uri, options, OpenCLAdapter(cl_device, queues), queues, pool_capacity=None)
         self.trace.header["platform_device"] = cl_device.name
 
 
