@@ -60,6 +60,7 @@ EXPECTED = {
         "required orderings broken per real run: [0, 0, 0]",
         "in-order inversions vs the model: []",
         "result: OK",
+        "calibrated closer to the real runs than the default: True",
     ],
 }
 IMAGES = {"01_simulate_a_schedule": 1, "02_metal_async_vs_legacy_sync": 2, "03_cuda_pending_queue_actions": 1,
