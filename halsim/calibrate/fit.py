@@ -53,7 +53,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import tempfile
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -105,21 +104,8 @@ class Calibration:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically (temporary file in the same directory, then rename)."""
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".calibrate-", suffix=".json", dir=directory)
-        os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
-        try:
-            self.model.save(tmp)
-            CostModel.load(tmp)  # what we wrote loads back
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        CostModel.from_dict(self.model.to_dict())  # what we write loads back
+        self.model.save(path)
 
 
 class Samples:

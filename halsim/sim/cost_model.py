@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from reference.hal import HalError, Range, StatusCode
+from reference.trace.atomic import atomic_write
 
 FORMAT = "halsim-cost-model"
 VERSION = 1
@@ -189,9 +190,10 @@ class CostModel:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the full document as JSON (every field, so the file documents the model it came from)."""
-        with open(path, "w", encoding="utf-8") as f:
+        def write(f) -> None:
             json.dump(self.to_dict(), f, indent=2, sort_keys=False)
             f.write("\n")
+        atomic_write(path, write, mode="w")  # a crash never leaves half a model
 
     @classmethod
     def from_option(cls, value, base: "CostModel | None" = None) -> "CostModel":

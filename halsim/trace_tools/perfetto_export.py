@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from typing import Callable
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+from reference.trace.atomic import atomic_write
 
 from .flows import signal_flows
 from .layout import Item, Lane, layout
@@ -45,25 +45,6 @@ _CHUNK = 20_000  # packets per serialized TraceProtoBuilder chunk
 
 _TE = pb.TrackEvent
 _BEGIN, _END, _INSTANT, _COUNTER = _TE.TYPE_SLICE_BEGIN, _TE.TYPE_SLICE_END, _TE.TYPE_INSTANT, _TE.TYPE_COUNTER
-
-
-def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb") -> None:
-    """Call ``write(file)`` on a temporary file next to ``path``, then rename it over ``path``."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _finding_time(ix: TraceIndex, finding: dict) -> int:

@@ -31,7 +31,9 @@ from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 from .flows import signal_flows  # noqa: E402
 from .layout import Lane, layout, nest_events  # noqa: E402
 from .model import TraceIndex  # noqa: E402
-from .perfetto_export import atomic_write, failures  # noqa: E402
+from reference.trace.atomic import atomic_write  # noqa: E402
+
+from .perfetto_export import failures  # noqa: E402
 
 DENSE = 2000  # spans in the window above which rows are shaded per pixel column
 MAX_ARROWS = 400

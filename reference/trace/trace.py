@@ -31,6 +31,8 @@ import tempfile
 import threading
 from typing import Iterator
 
+from .atomic import atomic_write
+
 FORMAT = "halsim-trace"
 VERSION = 1
 
@@ -136,29 +138,17 @@ class Trace:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the trace to ``path`` atomically."""
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(_dumps({"format": FORMAT, "version": VERSION, "header": self.header})[:-1])
-                f.write(',"events":[\n')
-                first = True
-                for event in self:
-                    if not first:
-                        f.write(",\n")
-                    f.write(_dumps(event))
-                    first = False
-                f.write("\n]}\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        def write(f) -> None:
+            f.write(_dumps({"format": FORMAT, "version": VERSION, "header": self.header})[:-1])
+            f.write(',"events":[\n')
+            first = True
+            for event in self:
+                if not first:
+                    f.write(",\n")
+                f.write(_dumps(event))
+                first = False
+            f.write("\n]}\n")
+        atomic_write(path, write, mode="w")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
