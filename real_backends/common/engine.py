@@ -39,6 +39,8 @@ class Adapter:
     wait_policy = "pending"         # "user_event": unresolved waits become user events
     max_wait_events: int | None = MAX_WAIT_EVENTS
     pooled = True                   # device-signal events come from an EventPool of the device's capacity
+    inline_issue = False            # ready actions may be issued on the thread that made them ready
+                                    # (only where issuing never blocks: OpenCL enqueues, not CUDA's syncs)
 
     def create_event(self) -> Any:
         raise NotImplementedError
@@ -120,6 +122,8 @@ class Engine:
         self._inflight = 0
         self._idle = threading.Condition(self._lock)
         self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._queued = 0                      # actions handed to the worker and not issued yet
+        self._issuing = threading.Lock()      # one issuer at a time: the worker or an inline caller
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
         self._completer = threading.Thread(target=self._completion_main, name=f"{device.uri} completion",
@@ -156,10 +160,30 @@ class Engine:
                 failed.extend((a, self._status.clone()) for a in ready)
                 ready = []
             self._pending = still
-        for action in ready:
-            self._work.put(action)
+        if ready:
+            self._hand_over(ready)
         for action, error in failed:
             self._fail(action, error)
+
+    def _hand_over(self, ready: list) -> None:
+        """Give ready actions to the worker — or, with ``Adapter.inline_issue``, issue them on this
+        thread when the worker has nothing queued or in hand (one thread hop less per submission).
+        Issue order stays the scans' order: ``_queued`` counts the worker's items from the moment
+        they are queued until they are issued, and issuing is serialized by ``_issuing``."""
+        if self.adapter.inline_issue:
+            with self._lock:
+                inline = self._queued == 0 and self._issuing.acquire(blocking=False)
+            if inline:
+                try:
+                    for action in ready:
+                        self._issue_guarded(action)
+                finally:
+                    self._issuing.release()
+                return
+        with self._lock:
+            self._queued += len(ready)
+        for action in ready:
+            self._work.put(action)
 
     def _resolve(self, action: Action):
         waits = action.waits
@@ -217,17 +241,24 @@ class Engine:
             action = self._work.get()
             if action is None:
                 return
-            try:
-                self._issue_action(action)
-            except HalError as e:
-                e = self._failed_wait(action.op) or e
-                with self._lock:
-                    if self._status is None:
-                        self._status = e.clone()
-                self._fail(action, e)
-                self.issue()
-            except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
-                self._fail(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+            with self._issuing:
+                self._issue_guarded(action)
+            with self._lock:
+                self._queued -= 1
+
+    def _issue_guarded(self, action: Action) -> None:
+        """Issue one action; a failure fails it (and, from the API, makes the status sticky)."""
+        try:
+            self._issue_action(action)
+        except HalError as e:
+            e = self._failed_wait(action.op) or e
+            with self._lock:
+                if self._status is None:
+                    self._status = e.clone()
+            self._fail(action, e)
+            self.issue()
+        except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
+            self._fail(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
 
     def _issue_action(self, action: Action) -> None:
         op, adapter, device = action.op, self.adapter, self.device
