@@ -83,7 +83,9 @@ def staged_pipeline(dev, stages: int = 6, n: int = 16384) -> bool:
     an execution barrier and a one-byte ``fill`` of the stage's done flag (a blit after compute: an
     encoder switch on Metal). Double buffering: upload k waits until compute k-2 has read its input,
     compute k waits for upload k, for compute k-1 (they share the scratch buffer) and for copy k-2 to
-    have read its output. Upload k+1 is submitted
+    have read its output; uploads wait for the previous upload, copies for the previous copy and the
+    zero fill, so the program is race-free even where queues do not order submissions (``halsim check``
+    finds nothing on any device). Upload k+1 is submitted
     before copy k, so on an in-order queue the next upload does not wait behind the previous copy.
     Every wait is on a value an earlier submission signals, so producers come first and the program
     also runs where queue calls block (``legacy_sync``, ``local-sync``). Needs ``dev.queue_count >= 2``
@@ -104,9 +106,12 @@ def staged_pipeline(dev, stages: int = 6, n: int = 16384) -> bool:
     def after(sem, value):
         return [(sem, value)] if value > 0 else []
 
+    # Every signal of one timeline semaphore is ordered after the one before it (uploads after uploads,
+    # downloads after downloads), and every write of `result` after the zero fill: on a device whose
+    # queues do not order submissions (`sim`, `local-task`) nothing else would (halsim check).
     def upload(k):
-        dev.queue_update(after(computed, k - 1), [(uploaded, k + 1)], chunks[k].tobytes(), 0, ins[k % 2], 0,
-                         nbytes, queue_affinity=transfer_q)
+        dev.queue_update(after(computed, k - 1) + after(uploaded, k), [(uploaded, k + 1)], chunks[k].tobytes(),
+                         0, ins[k % 2], 0, nbytes, queue_affinity=transfer_q)
 
     def compute(k):
         cb = dev.create_command_buffer(categories=hal.CommandCategory.ANY)
@@ -124,7 +129,7 @@ def staged_pipeline(dev, stages: int = 6, n: int = 16384) -> bool:
                           cb, queue_affinity=compute_q)
 
     def download(k):
-        dev.queue_copy([(computed, k + 1)] + after(zeroed, 1 if k == 0 else 0), [(downloaded, k + 1)],
+        dev.queue_copy([(computed, k + 1), (zeroed, 1)] + after(downloaded, k), [(downloaded, k + 1)],
                        outs[k % 2], 0, result, k * nbytes, nbytes, queue_affinity=transfer_q)
 
     dev.queue_fill([], [(zeroed, 1)], result, 0, nbytes * stages, 0, 1, queue_affinity=transfer_q)
