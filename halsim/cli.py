@@ -22,6 +22,7 @@ from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
 from .calibrate import cli as calibrate_cli
+from .campaigns import cli as campaigns_cli
 
 
 class UsageError(Exception):
@@ -39,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                "  halsim devices                       list the devices this installation can create\n"
                "  halsim export t.json --perfetto t.pftrace   trace tools: export, stats, plot, diff\n"
                "  halsim check prog.toml --json        deadlocks, hazards, lifetimes, semaphore misuse\n"
-               "  halsim calibrate real*.json -o m.json   fit sim cost model from real-backend traces\n",
+               "  halsim calibrate real*.json -o m.json   fit sim cost model from real-backend traces\n"
+               "  halsim sweep spec.toml --jobs 2       parameter sweep; results streamed to CSV\n"
+               "  halsim fuzz --programs 100 --out F/  random programs + checks; findings as schedules\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -76,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     trace_cli.add_parsers(sub)  # export, stats, plot, diff (docs/trace-tools.md)
     check_cli.add_parsers(sub)  # check (docs/checks.md)
     calibrate_cli.add_parsers(sub)  # calibrate (docs/accuracy.md)
+    campaigns_cli.add_parsers(sub)  # sweep, fuzz (docs/campaigns.md)
     return p
 
 
@@ -122,7 +126,11 @@ def cmd_demo(args) -> int:
             print(f"  {mode}: check: {check_cli.demo_report(trace, base + '.check.txt')}")
         return 0 if ok else 1
     with _create(args.device) as dev:
-        result = demo_pipeline(dev)
+        try:
+            result = demo_pipeline(dev)
+        except hal.HalError as e:
+            print(f"halsim: the demo pipeline on {args.device} raised {e}", file=sys.stderr)
+            return 1
         path = os.path.join(args.out, f"{args.device.replace(':', '_').replace('?', '_')}.trace.json")
         dev.trace.save(path)
     print(summarize(Trace.load(path), title=f"demo pipeline on {args.device}"))
@@ -138,6 +146,9 @@ def cmd_run(args) -> int:
     with _create(args.device) as dev:
         try:
             fn(dev)
+        except hal.HalError as e:  # a deadlock report or a failure the program did not handle
+            print(f"halsim: {args.program} on {args.device} raised {e}", file=sys.stderr)
+            return 1
         finally:
             if args.trace:
                 dev.trace.save(args.trace)
@@ -194,7 +205,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, "difftest": cmd_difftest, **trace_cli.COMMANDS,
-                **check_cli.COMMANDS, **calibrate_cli.COMMANDS}[args.command](args)
+                **check_cli.COMMANDS, **calibrate_cli.COMMANDS, **campaigns_cli.COMMANDS}[args.command](args)
     except UsageError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2

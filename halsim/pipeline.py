@@ -55,7 +55,9 @@ def demo_pipeline(dev, stages: int = 3) -> bool:
         submissions.append(lambda cb=cb, k=k: dev.queue_execute([(timeline, k)], [(timeline, k + 1)], cb))
     submissions.append(lambda: dev.queue_update([(gate, 1)], [(timeline, 1)], data.tobytes(), 0, bufs[0], 0, nbytes))
 
-    if "async_queue" in dev.capabilities:
+    # Devices that encode waits on an in-order queue (Metal's encodeWaitForEvent, OpenCL wait lists)
+    # stall that queue on a consumer submitted before its producer: submit producers first there too.
+    if "async_queue" in dev.capabilities and not getattr(dev, "in_order_waits", False):
         # Every queue call returns before its waits are met; one host signal releases the pipeline.
         for submit in submissions:
             submit()

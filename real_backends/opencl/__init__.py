@@ -24,6 +24,7 @@ CTS_UNSUPPORTED: dict[str, str] = {**in_order_queue("OpenCL queue"), **sticky_fa
 
 class OpenCLDevice(EngineDevice):
     capabilities = CAPABILITIES
+    in_order_waits = True  # unresolved waits are user events on the in-order queue
 
     def __init__(self, uri: str, options: dict):
         queues = int_option(options, "queues", 1, 64)

@@ -133,6 +133,7 @@ class MetalDevice(SimDevice):
     personality = "metal"
     capabilities = CAPABILITIES
     extra_options = {"legacy_sync": False}
+    in_order_waits = True  # waits are encoded on the in-order MTLCommandQueue
     # The Metal-specific fields, spelled out (docs/sim-metal.md says what each does here).
     cost_defaults = {"commit_ns": 2_000, "encoder_switch_ns": 1_000, "event_wait_ns": 500,
                      "event_record_ns": 500, "listener_ns": 15_000, "completion_ns": 5_000}

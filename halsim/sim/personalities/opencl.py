@@ -39,6 +39,7 @@ class OpenCLDevice(StreamDevice):
     personality = "opencl"
     capabilities = CAPABILITIES
     wait_policy = "user_event"
+    in_order_waits = True  # unresolved waits are user events on the in-order queue
     max_wait_events = None
     event_name = "cl_event"
     stream_name = "in-order queue"
