@@ -88,3 +88,22 @@ def test_console_script_help_and_no_command():
     assert r.returncode == 2
     r = subprocess.run([sys.executable, "-m", "halsim.cli", "frobnicate"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_a_deadlocked_program_is_reported_with_its_trace(tmp_path, capsys):
+    prog = tmp_path / "dl.py"
+    prog.write_text("def main(dev):\n    a, b = dev.create_semaphore(), dev.create_semaphore()\n"
+                    "    dev.queue_barrier([(a, 1)], [(b, 1)])\n    dev.queue_barrier([(b, 1)], [(a, 1)])\n"
+                    "    b.wait(1)\n")
+    trace = tmp_path / "t.json"
+    assert main(["run", f"{prog}:main", "--device", "sim", "--trace", str(trace)]) == 1
+    err = capsys.readouterr().err
+    assert f"halsim: {prog}:main on sim raised ABORTED: deadlock" in err
+    assert "two-semaphore cycle s0 -> s1: 0:0 waits s0>=1, signaled by 0:1" in err
+    assert [op["op"] for op in Trace.load(trace).operations()] == ["0:0", "0:1"]
+
+
+@pytest.mark.parametrize("device", ["sim:metal", "sim:opencl"])
+def test_demo_on_devices_with_in_order_waits_submits_producers_first(device, tmp_path, capsys):
+    assert main(["demo", "--device", device, "--out", str(tmp_path)]) == 0
+    assert "output check: OK" in capsys.readouterr().out
