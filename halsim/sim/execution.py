@@ -63,7 +63,20 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
     error = None
     if faults is not None and not op.commands:
         faults.check(device, op, None)
-    for cmd, ns, apply, template in command_plan(device, op.commands):
+    plan = command_plan(device, op.commands)
+    block = getattr(plan, "block", None)
+    if block is not None and faults is None:
+        try:
+            for _cmd, _ns, apply, _template in plan:
+                apply()
+        except HalError:
+            pass  # undo nothing (effects are idempotent writes); the loop below finds and traces the failure
+        else:
+            if block[1] + lead:
+                yield block[1] + lead
+            device.trace.emit_block(block[0], start, op.id, track)
+            return True
+    for cmd, ns, apply, template in plan:
         if ns is None:
             ns = cost.command_ns(cmd)
         try:
@@ -107,10 +120,27 @@ def command_plan(device, commands) -> tuple:
         return plan
     cost = device.cost
     template = device.recorder.command_template
-    plan = tuple((cmd, _static_ns(cost, cmd), _applier(cmd), template(cmd)) for cmd in commands)
+    plan = Plan((cmd, _static_ns(cost, cmd), _applier(cmd), template(cmd)) for cmd in commands)
+    if all(ns is not None for _, ns, _, _ in plan):
+        # Every duration is known up front: the list's commands are traced as one block (offsets from
+        # the list's start), one trace entry per run instead of one per command.
+        offsets, t = [], 0
+        for _, ns, _, tpl in plan:
+            offsets.append((tpl, t, t + ns))
+            t += ns
+        plan.block = (device.trace.add_block(offsets), t)
     if isinstance(commands, Commands):
         commands.device_state = plan
     return plan
+
+
+class Plan(tuple):
+    """A command list's plan; ``block`` = (trace block id, total ns) when every duration is static."""
+
+    def __new__(cls, items):
+        self = super().__new__(cls, items)
+        self.block = None
+        return self
 
 
 def _static_ns(cost, cmd) -> int | None:

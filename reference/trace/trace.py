@@ -52,6 +52,8 @@ class Trace:
         self._spool = None  # temporary file of pickled event chunks, oldest first
         self._chunks: list[tuple[int, int]] = []  # (offset, size) of each chunk in the spool
         self._templates: list[dict] = []  # see add_template
+        self._blocks: list[tuple] = []  # see add_block
+        self._block_extra = 0  # events that block entries stand for, beyond one each
         self._spooled = 0
         self._source: str | None = None  # a loaded file whose events precede ours
         self._source_count = 0
@@ -80,10 +82,30 @@ class Trace:
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
+    def add_block(self, entries) -> int:
+        """Register a block: ``[(template, start offset, end offset), ...]`` of commands that always run
+        back to back with these durations (a reusable command list); :meth:`emit_block` records one run."""
+        self._blocks.append(tuple(entries))
+        return len(self._blocks) - 1
+
+    def emit_block(self, block: int, start: int, op: str, track: int) -> None:
+        """Emit every command of ``block`` for op ``op`` starting at ``start``; iteration yields the dicts."""
+        self._events.append((block, start, op, track))
+        self._block_extra += len(self._blocks[block]) - 1
+        if len(self._events) >= self._spill_threshold:
+            self._spill()
+
     def _expand(self, events) -> Iterator[dict]:
-        templates = self._templates
+        templates, blocks = self._templates, self._blocks
         for e in events:
             if type(e) is tuple:
+                if len(e) == 4:
+                    block, start, op, track = e
+                    for template, begin, end in blocks[block]:
+                        d = templates[template].copy()
+                        d["t"], d["op"], d["start"], d["track"] = start + end, op, start + begin, track
+                        yield d
+                    continue
                 d = templates[e[0]].copy()
                 d["t"], d["op"], d["start"], d["track"] = e[1], e[2], e[3], e[4]
                 yield d
@@ -104,7 +126,7 @@ class Trace:
             self._spooled += len(events)
 
     def __len__(self) -> int:
-        return self._source_count + self._spooled + len(self._events)
+        return self._source_count + self._spooled + len(self._events) + self._block_extra
 
     def __iter__(self) -> Iterator[dict]:
         if self._source is not None:

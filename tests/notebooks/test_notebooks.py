@@ -33,7 +33,7 @@ EXPECTED = {
     ],
     "02_metal_async_vs_legacy_sync": [
         "legacy_sync / async makespan: 1.78x",
-        "makespan ratio (diff): 1.776035",
+        "makespan ratio (diff): 1.783919",
         "median per-op duration ratio: 1.0",
         "happens-before edges: 0 only in A, 0 only in B",
     ],
@@ -62,9 +62,18 @@ EXPECTED = {
         "result: OK",
         "calibrated closer to the real runs than the default: True",
     ],
+    "06_sweeps_and_fuzzing": [
+        "{'points': 18, 'skipped': 0, 'ran': 18, 'errors': 0}",
+        "      5.0      4     1     163.1 us       15   0.28",
+        "     50.0      4    32      76.3 us        0   0.30",
+        'fastest: {"cost.copy_gb_per_s":50.0,"event_pool_capacity":32,"queues":4} 76311 ns',
+        "20 programs, 17 with findings",
+        "replayed: ['hazard.raw'] exit status: 1 same: True",
+    ],
 }
 IMAGES = {"01_simulate_a_schedule": 1, "02_metal_async_vs_legacy_sync": 2, "03_cuda_pending_queue_actions": 1,
-          "04_finding_bugs": 1, "05_sim_vs_hardware": 3}
+          "04_finding_bugs": 1, "05_sim_vs_hardware": 3,
+          "06_sweeps_and_fuzzing": 1}
 
 KERNEL_CHECK = "import sys\nprint('KERNEL-PREFIX', sys.prefix)"
 

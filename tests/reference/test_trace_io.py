@@ -91,3 +91,18 @@ def test_host_release_is_recorded_with_ids_only(ref_device):
     assert [e["res"] for e in ref_device.trace.events("host_release")] == [bid]
     for e in ref_device.trace:
         json.dumps(e)  # only plain data: the trace never holds objects
+
+
+def test_blocks_expand_to_one_event_per_command(tmp_path):
+    t = Trace({"device": "x"})
+    a = t.add_template({"ev": "cmd", "t": 0, "op": "", "index": 0, "kind": "fill", "start": 0, "track": 0})
+    b = t.add_template({"ev": "cmd", "t": 0, "op": "", "index": 1, "kind": "copy", "start": 0, "track": 0})
+    block = t.add_block([(a, 0, 10), (b, 10, 25)])
+    t.emit({"ev": "op", "t": 5, "op": "0:0"})
+    t.emit_block(block, 100, "0:0", 3)
+    t.emit_from(a, 7, "0:1", 2, 1)
+    assert len(t) == 4
+    assert [(e.get("index"), e["t"], e["op"], e.get("start"), e.get("track")) for e in t] == [
+        (None, 5, "0:0", None, None), (0, 110, "0:0", 100, 3), (1, 125, "0:0", 110, 3), (0, 7, "0:1", 2, 1)]
+    t.save(tmp_path / "t.json")
+    assert [e["t"] for e in Trace.load(tmp_path / "t.json")] == [5, 110, 125, 7]

@@ -36,10 +36,14 @@ def test_op_graph_nodes_and_edge_kinds(traces, staged_edges):
     kinds = {}
     for _u, _v, k in g.edges(data="kind"):
         kinds[k] = kinds.get(k, 0) + 1
-    # 11 semaphore edges; of the 8 queue edges, queue 0's 0:3 -> 0:6 and 0:6 -> 0:8 coincide with the
-    # compute k-1 -> compute k semaphore edges (which say more and are kept), leaving 6 queue edges
-    assert kinds == {"semaphore": 11, "queue": 6}
+    # 17 semaphore edges; of the 8 queue edges, 4 coincide with semaphore edges (which say more and are
+    # kept): queue 0's compute k-1 -> compute k, 0:3 -> 0:6 and 0:6 -> 0:8, and queue 1's upload 0 ->
+    # upload 1 (0:1 -> 0:2, s0) and copy 1 -> copy 2 (0:7 -> 0:9, s2), leaving 6 - 2 = 4 queue edges
+    # (0:0 -> 0:1, 0:2 -> 0:4, 0:4 -> 0:5, 0:5 -> 0:7; copy 0 -> copy 1 is 0:4 -> 0:7, not a queue edge)
+    assert kinds == {"semaphore": 17, "queue": 4}
     assert g.edges["0:3", "0:6"]["kind"] == g.edges["0:6", "0:8"]["kind"] == "semaphore"
+    assert g.edges["0:1", "0:2"]["kind"] == g.edges["0:7", "0:9"]["kind"] == "semaphore"
+    assert [g.edges[e]["kind"] for e in (("0:0", "0:1"), ("0:2", "0:4"), ("0:4", "0:5"), ("0:5", "0:7"))] == ["queue"] * 4
     assert g.edges["0:0", "0:4"] == {"kind": "semaphore", "sem": "s3", "value": 1, "failed": False}
     g2 = op_graph(Trace.load(traces["generic"]))
     assert sorted(g2.edges) == sorted((s, d) for s, d, _, _ in staged_edges)

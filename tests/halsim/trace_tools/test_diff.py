@@ -14,7 +14,7 @@ from halsim.trace_tools.synth import synthetic_trace
 def test_identical_traces(traces):
     r = diff_traces(Trace.load(traces["metal"]), Trace.load(traces["metal"]))
     assert r["within_tolerance"] and r["problems"] == []
-    assert r["makespan"] == {"a": 101125, "b": 101125, "ratio": 1.0, "error": 0.0}
+    assert r["makespan"] == {"a": 102125, "b": 102125, "ratio": 1.0, "error": 0.0}
     assert r["timing"]["start_delta_max_abs"] == 0 and r["timing"]["duration_ratio_median"] == 1.0
 
 
@@ -22,17 +22,23 @@ def test_generic_vs_metal(traces):
     r = diff_traces(Trace.load(traces["generic"]), Trace.load(traces["metal"]))
     assert r["ops"]["common"] == 10 and r["ops"]["missing_count"] == r["ops"]["extra_count"] == 0
     # same signal->wait edges; Metal adds its in-order queue edges (diff keys edges by kind, so queue 0's
-    # 0:3 -> 0:6 and 0:6 -> 0:8, also semaphore edges in both traces, are still listed as queue edges)
+    # 0:3 -> 0:6 and 0:6 -> 0:8 and queue 1's 0:1 -> 0:2 and 0:7 -> 0:9, also semaphore edges in both
+    # traces, are still listed as queue edges)
     assert r["edges"]["only_a_count"] == 0
     assert r["edges"]["only_b"] == [["0:0", "0:1", "queue"], ["0:1", "0:2", "queue"], ["0:2", "0:4", "queue"],
                                     ["0:4", "0:5", "queue"], ["0:3", "0:6", "queue"], ["0:5", "0:7", "queue"],
                                     ["0:6", "0:8", "queue"], ["0:7", "0:9", "queue"]]
-    # generic: the computes no longer overlap (85541 = 73062 + 59744 - 47265: 0:8 now waits for 0:6, not 0:5);
-    # Metal: 500 ns more per extra event wait, on 0:6 and 0:8 (101125 = 100125 + 2 * 500)
-    assert r["makespan"] == {"a": 85541, "b": 101125, "ratio": 1.182182, "error": 0.182182}
-    assert r["problems"] == ["makespan differs by 18.2% (tolerance 10.0%)"]
-    # busy / makespan: queue 0 3 * 19941 / 85541 and / 101125; queue 1 21436 / 85541 and 34838 / 101125
-    assert [(u["queue"], u["a"], u["b"]) for u in r["utilization"]] == [(0, 0.699349, 0.633108), (1, 0.250593, 0.344504)]
+    # generic: 85541, the compute chain 0:1 -> 0:3 -> 0:6 -> 0:8 -> 0:9 (the new waits are off it: upload 1
+    # now runs after upload 0, [16862, 24324), still long before compute 1; copies 1 and 2 already waited
+    # for computes that end after copies 0 and 1 and the fill).
+    # Metal: 500 ns per event wait; copy 2 (0:9, last on the critical path) now waits on s1, s3 and s2,
+    # 2 waits more than before: 102125 = 101125 + 2 * 500 (the other extra waits are off the critical path)
+    assert r["makespan"] == {"a": 85541, "b": 102125, "ratio": 1.193872, "error": 0.193872}
+    assert r["problems"] == ["makespan differs by 19.4% (tolerance 10.0%)"]
+    # busy / makespan: queue 0 3 * 19941 / 85541 and 3 * 21341 / 102125; queue 1 27798 / 85541 (the union:
+    # fill + upload 0 [5300, 13862), upload 1 [16862, 24324), copy 0 + upload 2 [39803, 47265), copies 1
+    # and 2 2 * 2156) and 34838 / 102125 (2984 + 3 * 7962 + 3 * 2656, one at a time)
+    assert [(u["queue"], u["a"], u["b"]) for u in r["utilization"]] == [(0, 0.699349, 0.626908), (1, 0.324967, 0.341131)]
     assert diff_traces(Trace.load(traces["generic"]), Trace.load(traces["metal"]), tolerance=0.4)["within_tolerance"]
     assert all(s["first_difference"] is None and s["final_a"] == s["final_b"] == (1 if s["sem"] == "s3" else 3)
                for s in r["semaphores"])
@@ -99,7 +105,7 @@ def test_diff_cli(traces, tmp_path, capsys):
     assert main(["diff", traces["metal"], traces["metal"]]) == 0
     assert capsys.readouterr().out.endswith("within tolerance\n")
     assert main(["diff", traces["generic"], traces["metal"], "--json", "--plot", str(tmp_path / "d.svg")]) == 1
-    assert json.loads(capsys.readouterr().out)["makespan"]["error"] == 0.182182
+    assert json.loads(capsys.readouterr().out)["makespan"]["error"] == 0.193872
     assert (tmp_path / "d.svg").exists()
     assert main(["diff", traces["generic"], traces["metal"], "--tolerance", "0.5"]) == 0
     capsys.readouterr()

@@ -52,8 +52,9 @@ def test_perfetto_slices_tracks_and_nesting(traces, tmp_path):
     assert names[1] == "sim (virtual clock)"
     assert all(d.parent_uuid == 1 for u, d in tracks.items() if u != 1)
     lanes = sorted(n for u, n in names.items() if u != 1 and not tracks[u].HasField("counter"))
-    # the computes on queue 0 run one after another (one lane); up to 3 transfers overlap on queue 1
-    assert lanes == ["host thread 0", "queue 0", "queue 1", "queue 1 (lane 2)", "queue 1 (lane 3)"]
+    # the computes on queue 0 run one after another (one lane); up to 2 transfers overlap on queue 1 (the
+    # fill and upload 0, copy 0 and upload 2): upload 1 now waits for upload 0, copies for the previous copy
+    assert lanes == ["host thread 0", "queue 0", "queue 1", "queue 1 (lane 2)"]
     assert set(events) <= set(tracks)
     # slices per trace track (summed over lanes) equal the source's ops + cmds on that track
     per_track = Counter()
@@ -86,8 +87,8 @@ def test_perfetto_counters_flows_and_failures(traces, tmp_path):
         for p in packets:
             out.update(p.track_event.flow_ids)
             into.update(p.track_event.terminating_flow_ids)
-    # 11 op waits + the host wait on s2>=3; every flow has exactly one source and one destination
-    assert set(out) == set(into) == set(range(1, 13))
+    # 17 op waits + the host wait on s2>=3; every flow has exactly one source and one destination
+    assert set(out) == set(into) == set(range(1, 19))
     assert max(out.values()) == max(into.values()) == 1
 
     path = tmp_path / "f.pftrace"
@@ -132,7 +133,7 @@ def test_chrome_json(traces, tmp_path):
     evs = doc["traceEvents"]
     ph = Counter(e["ph"] for e in evs)
     assert ph["X"] == stats["slices"] == 33
-    assert ph["s"] == ph["f"] == stats["flows"] == 12  # 11 op waits + the host wait
+    assert ph["s"] == ph["f"] == stats["flows"] == 18  # 17 op waits + the host wait
     assert ph["C"] == 4 + 10  # initial value per semaphore + each signal
     threads = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     assert all(e["tid"] in threads for e in evs if e["ph"] in "Xsf")

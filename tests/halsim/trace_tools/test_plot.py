@@ -10,8 +10,8 @@ from halsim.trace_tools.synth import synthetic_trace
 def test_plot_bars_png_and_svg(traces, tmp_path):
     t = Trace.load(traces["generic"])
     info = plot_trace(t, tmp_path / "g.png")
-    # 5 lanes (host, queue 0, queue 1 x3); 10 ops + 22 commands + 1 host wait; 12 arrows (11 op waits + the host wait)
-    assert info == {"rows": 5, "mode": "bars", "spans": 33, "arrows": 12, "semaphores": 4}
+    # 4 lanes (host, queue 0, queue 1 x2); 10 ops + 22 commands + 1 host wait; 18 arrows (17 op waits + the host wait)
+    assert info == {"rows": 4, "mode": "bars", "spans": 33, "arrows": 18, "semaphores": 4}
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot_trace(t, tmp_path / "g.svg", findings=[{"rule": "x", "ops": ["0:3"], "t": 20000}])
     assert b"<svg" in (tmp_path / "g.svg").read_bytes()[:500]
@@ -32,7 +32,7 @@ def test_plot_dense_traces_are_shaded(tmp_path):
 
 def test_plot_diff(traces, tmp_path):
     info = plot_diff(Trace.load(traces["generic"]), Trace.load(traces["metal"]), tmp_path / "d.png", labels=("a", "b"))
-    assert (info["a"]["rows"], info["b"]["rows"]) == (5, 8)
+    assert (info["a"]["rows"], info["b"]["rows"]) == (4, 8)  # generic: host, queue 0, queue 1 x2
     assert (tmp_path / "d.png").stat().st_size > 10_000
 
 

@@ -17,7 +17,8 @@ def test_stats_values(traces):
     assert st["tracks"][0] == {"track": 0, "name": "queue 0", "kind": "queue", "ops": 3, "busy_ns": 3 * 19941,
                                "idle_ns": 85541 - 3 * 19941, "utilization": 0.699349, "overlap_ns": 0,
                                "max_concurrency": 1}
-    assert [t["max_concurrency"] for t in st["tracks"]] == [1, 3]
+    # queue 1: the fill overlaps upload 0, copy 0 overlaps upload 2; upload 1 now waits for upload 0
+    assert [t["max_concurrency"] for t in st["tracks"]] == [1, 2]
     assert [(d["queue"], d["ops"], d["max"]) for d in st["queue_depth"]] == [(0, 3, 3), (1, 7, 6)]
     assert st["critical_path"] == {"ops": ["0:1", "0:3", "0:6", "0:8", "0:9"],
                                    "busy_ns": 7462 + 19941 + 19941 + 19941 + 2156, "length": 5}
