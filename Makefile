@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= test,iree,opencl,cuda
+EXTRAS ?= test,iree,opencl,cuda,campaigns
 STAMP := $(VENV)/.installed-$(subst ,,$(EXTRAS))
 
 .PHONY: run test install bench clean

@@ -1,0 +1,641 @@
+"""``halsim sweep SPEC``: run one program over a grid or random sample of device options, cost-model
+fields and seeds, and collect metrics per point (``docs/campaigns.md``).
+
+The spec is TOML::
+
+    [program]                    # exactly one of:
+    schedule = "pipeline.toml"   #   a schedule file (relative to the spec's folder)
+    # python = "prog.py:main"    #   a host program: a function taking a device
+    # generator = { size = 12, drop_sync = 0.1 }   # a generated program (seeded by the point's seed)
+
+    [device]
+    uri = "sim:cuda"             # default: the schedule's device, else "sim"
+    options = { queues = 2 }     # fixed options
+    cost_model = { launch_ns = 2000 }   # fixed cost-model fields
+
+    [grid]                       # the cartesian product of these lists
+    queues = [1, 2, 4]
+    event_pool_capacity = [2, 32]
+    "cost.copy_gb_per_s" = [25.0, 100.0]
+    seed = [0, 1]
+
+    [sample]                     # and/or n random points
+    n = 20
+    seed = 0
+    params = { max_concurrency = [1, 2, 4], "cost.launch_ns" = { min = 500, max = 5000 } }
+
+    metrics = ["makespan", "utilization", "findings", "semaphores", "pool", "errors"]   # (top level)
+    [plot]
+    x = "queues"                 # default: the first parameter
+    y = "makespan_ns"
+    hue = "event_pool_capacity"  # default: the second parameter, if any
+
+A parameter is a device option (``queues``, ``event_pool_capacity``, ``max_concurrency``, ``seed``,
+``fault_rate``, …), ``cost.FIELD`` (a cost-model field), ``gen.KNOB`` (a generator knob) or ``uri``.
+``seed`` also seeds a generated program unless ``gen.seed`` is given. Each point's key is its
+parameters as canonical JSON; rows are appended to the results CSV and flushed as points finish, so a
+crash loses no finished point and ``--resume`` skips the keys already there.
+
+>>> spec = parse_spec({"program": {"generator": {"size": 4}}, "grid": {"queues": [1, 2], "seed": [0]}})
+>>> [point_key(p) for p in spec.points]
+['{"queues":1,"seed":0}', '{"queues":2,"seed":0}']
+>>> row = run_point(spec.payload, spec.points[1])
+>>> row["error"], row["findings"], row["makespan_ns"] > 0
+('', 0, True)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import os
+import random
+import sys
+import time
+import tomllib
+import warnings
+
+from .executor import CampaignError, Progress, run_unordered
+
+METRICS = {
+    "makespan": ["makespan_ns", "ops", "commands", "failed_ops"],
+    "utilization": ["utilization_mean", "utilization_max", "utilization"],
+    "findings": ["findings", "findings_deadlock", "findings_hazard", "findings_lifetime", "findings_semaphore",
+                 "findings_limit", "rules"],
+    "semaphores": ["semaphores", "peak_pending_waits"],
+    "pool": ["peak_events_in_use", "unpooled_events"],
+    "errors": ["errors", "deadlocked"],
+}
+DEFAULT_METRICS = list(METRICS)
+SPEC_KEYS = ("program", "device", "grid", "sample", "metrics", "plot", "description")
+
+
+class Spec:
+    def __init__(self, payload, points, params, metrics, plot, path):
+        self.payload = payload      # what every worker needs to run a point (picklable)
+        self.points = points        # [{param: value}]
+        self.params = params        # parameter names, sorted
+        self.metrics = metrics
+        self.plot = plot
+        self.path = path
+
+    @property
+    def columns(self) -> list[str]:
+        return ["key"] + self.params + [c for m in self.metrics for c in METRICS[m]] + ["error", "wall_s"]
+
+
+def point_key(params: dict) -> str:
+    """The point's parameters as canonical JSON (sorted keys, no spaces): the resume key."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def load_spec(path: str) -> Spec:
+    if not os.path.isfile(path):
+        raise CampaignError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.loads(f.read().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise CampaignError(f"{path}: not valid TOML: {e}") from None
+    return parse_spec(doc, path)
+
+
+def _fail(path, where, reason):
+    raise CampaignError(f"{path}: {where}: {reason}")
+
+
+def _values(path, where, v):
+    if not isinstance(v, list) or not v:
+        _fail(path, where, "expected a non-empty list of values")
+    for x in v:
+        if not isinstance(x, (int, float, str, bool)):
+            _fail(path, where, f"values must be numbers, strings or booleans, got {type(x).__name__}")
+    return v
+
+
+def _check_param(path, where, name, program_kind):
+    if not isinstance(name, str) or not name:
+        _fail(path, where, "parameter names must be non-empty strings")
+    if name.startswith("gen.") and program_kind != "generator":
+        _fail(path, where, f"{name!r}: gen.* parameters need [program] generator")
+    if name.startswith("cost."):
+        from halsim.sim.cost_model import DEFAULTS
+        if name[5:] not in DEFAULTS:
+            _fail(path, where, f"{name!r}: unknown cost model field {name[5:]!r}")
+    if name.startswith("gen."):
+        if name[4:] not in GEN_KNOBS:
+            _fail(path, where, f"{name!r}: unknown generator knob (expected one of: {', '.join(GEN_KNOBS)})")
+
+
+GEN_KNOBS = ("seed", "size", "drop_sync", "queues", "timelines", "gates", "fail_prob", "wait_before_signal")
+
+
+def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
+    """Validate a spec document; :class:`CampaignError` ``path: field: reason`` on any problem."""
+    base = os.path.dirname(os.path.abspath(path)) if path != "<spec>" else os.getcwd()
+    for k in doc:
+        if k not in SPEC_KEYS:
+            _fail(path, k, f"unknown field (expected one of: {', '.join(SPEC_KEYS)})")
+    prog = doc.get("program")
+    if not isinstance(prog, dict) or len([k for k in ("schedule", "python", "generator") if k in prog]) != 1 \
+            or set(prog) - {"schedule", "python", "generator"}:
+        _fail(path, "program", "expected exactly one of schedule = FILE, python = 'file.py:function', "
+                                "generator = {knobs}")
+    dev = doc.get("device", {})
+    if not isinstance(dev, dict) or set(dev) - {"uri", "options", "cost_model"}:
+        _fail(path, "device", "expected a table with uri, options, cost_model")
+    uri = dev.get("uri")
+    if uri is not None and not isinstance(uri, str):
+        _fail(path, "device.uri", "expected a string")
+    options = dev.get("options", {})
+    cost = dev.get("cost_model", {})
+    if not isinstance(options, dict):
+        _fail(path, "device.options", "expected a table")
+    if not isinstance(cost, dict):
+        _fail(path, "device.cost_model", "expected a table of cost-model fields")
+    if "schedule" in prog:
+        from halsim.schedule import ScheduleError, load_schedule
+        file = prog["schedule"]
+        if not isinstance(file, str):
+            _fail(path, "program.schedule", "expected a file name")
+        file = os.path.join(base, file)
+        try:
+            with open(file, "rb") as f:
+                raw = f.read()
+            load_schedule(file)
+            sdoc = tomllib.loads(raw.decode()) if file.endswith(".toml") else json.loads(raw)
+        except (OSError, ScheduleError) as e:
+            _fail(path, "program.schedule", str(e))
+        payload = {"kind": "schedule", "doc": sdoc, "file": file}
+        kind = "schedule"
+    elif "python" in prog:
+        spec = prog["python"]
+        if not isinstance(spec, str):
+            _fail(path, "program.python", "expected 'file.py[:function]'")
+        file, _, func = spec.partition(":")
+        file = os.path.join(base, file)
+        if not file.endswith(".py") or not os.path.isfile(file):
+            _fail(path, "program.python", f"{file!r}: no such .py file")
+        with open(file, encoding="utf-8") as f:
+            payload = {"kind": "python", "source": f.read(), "func": func or "main", "file": file}
+        kind = "python"
+    else:
+        knobs = prog["generator"]
+        if not isinstance(knobs, dict):
+            _fail(path, "program.generator", "expected a table of knobs")
+        for k in knobs:
+            if k not in GEN_KNOBS:
+                _fail(path, f"program.generator.{k}", f"unknown knob (expected one of: {', '.join(GEN_KNOBS)})")
+        payload = {"kind": "generator", "knobs": dict(knobs)}
+        kind = "generator"
+    payload.update(uri=uri, options=dict(options), cost=dict(cost))
+
+    points: list[dict] = []
+    grid = doc.get("grid")
+    sample = doc.get("sample")
+    if grid is None and sample is None:
+        grid = {"seed": [0]}
+    if grid is not None:
+        if not isinstance(grid, dict) or not grid:
+            _fail(path, "grid", "expected a table of parameter = [values]")
+        names = list(grid)
+        for n in names:
+            _check_param(path, f"grid.{n}", n, kind)
+            _values(path, f"grid.{n}", grid[n])
+        points += [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
+    if sample is not None:
+        if not isinstance(sample, dict) or set(sample) - {"n", "seed", "params"}:
+            _fail(path, "sample", "expected a table with n, seed, params")
+        n = sample.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            _fail(path, "sample.n", f"expected an integer >= 1, got {n!r}")
+        params = sample.get("params")
+        if not isinstance(params, dict) or not params:
+            _fail(path, "sample.params", "expected a table of parameter = [choices] or {min, max}")
+        rng = random.Random(sample.get("seed", 0))
+        for name, dom in params.items():
+            _check_param(path, f"sample.params.{name}", name, kind)
+            if isinstance(dom, dict):
+                if set(dom) != {"min", "max"} or not all(isinstance(dom[k], (int, float)) and not isinstance(dom[k], bool)
+                                                          for k in dom) or dom["min"] > dom["max"]:
+                    _fail(path, f"sample.params.{name}", "expected {min = A, max = B} with A <= B")
+            else:
+                _values(path, f"sample.params.{name}", dom)
+        for _ in range(n):
+            pt = {}
+            for name, dom in params.items():
+                if isinstance(dom, list):
+                    pt[name] = rng.choice(dom)
+                elif isinstance(dom["min"], int) and isinstance(dom["max"], int):
+                    pt[name] = rng.randint(dom["min"], dom["max"])
+                else:
+                    pt[name] = round(rng.uniform(dom["min"], dom["max"]), 6)
+            points.append(pt)
+    seen, unique = set(), []
+    for pt in points:
+        k = point_key(pt)
+        if k not in seen:
+            seen.add(k)
+            unique.append(pt)
+    params = sorted({n for pt in unique for n in pt})
+    metrics = doc.get("metrics", DEFAULT_METRICS)
+    if not isinstance(metrics, list) or not metrics:
+        _fail(path, "metrics", f"expected a list of: {', '.join(METRICS)}")
+    for m in metrics:
+        if m not in METRICS:
+            _fail(path, "metrics", f"unknown metric {m!r} (expected: {', '.join(METRICS)})")
+    plot = doc.get("plot", {})
+    if not isinstance(plot, dict) or set(plot) - {"x", "y", "hue"}:
+        _fail(path, "plot", "expected a table with x, y, hue")
+    columns = [c for m in metrics for c in METRICS[m]]
+    plot = {"x": plot.get("x", params[0] if params else None),
+            "y": plot.get("y", "makespan_ns" if "makespan_ns" in columns else columns[0]),
+            "hue": plot.get("hue", params[1] if len(params) > 1 else None)}
+    for k in ("x", "hue"):
+        if plot[k] is not None and plot[k] not in params:
+            _fail(path, f"plot.{k}", f"{plot[k]!r} is not a parameter (parameters: {', '.join(params)})")
+    if plot["y"] not in columns:
+        _fail(path, "plot.y", f"{plot['y']!r} is not a metric column (columns: {', '.join(columns)})")
+    return Spec(payload, unique, params, list(metrics), plot, path)
+
+
+# -- one point ---------------------------------------------------------------------------------------
+
+_PY_CACHE: dict = {}
+
+
+def _python_fn(payload):
+    key = (payload["file"], hash(payload["source"]), payload["func"])
+    fn = _PY_CACHE.get(key)
+    if fn is None:
+        ns = {"__name__": "_halsim_sweep_program", "__file__": payload["file"]}
+        exec(compile(payload["source"], payload["file"], "exec"), ns)  # noqa: S102 - the user's own program
+        fn = ns.get(payload["func"])
+        if not callable(fn):
+            raise CampaignError(f"{payload['file']} has no function {payload['func']!r}")
+        _PY_CACHE[key] = fn
+    return fn
+
+
+def split_params(params: dict):
+    """(uri or None, device options, cost-model fields, generator knobs) of a point."""
+    uri, options, cost, gen = None, {}, {}, {}
+    for name, v in params.items():
+        if name == "uri":
+            uri = v
+        elif name.startswith("cost."):
+            cost[name[5:]] = v
+        elif name.startswith("gen."):
+            gen[name[4:]] = v
+        else:
+            options[name] = v
+    return uri, options, cost, gen
+
+
+def run_program(payload: dict, params: dict):
+    """Run the program at this point: (trace, step errors, extra findings)."""
+    from reference import hal
+    from halsim.schedule import parse_schedule, run_schedule
+    from halsim.schedule.lint import error_findings, static_findings
+
+    uri, options, cost, gen = split_params(params)
+    kind = payload["kind"]
+    if kind == "generator":
+        from .generate import generate
+        knobs = {**payload["knobs"], **gen}
+        knobs.setdefault("seed", params.get("seed", 0))
+        if "queues" in options:
+            knobs.setdefault("queues", options["queues"])
+        doc = generate(**knobs)
+    elif kind == "schedule":
+        doc = payload["doc"]
+    else:
+        doc = None
+    model = {**payload["cost"], **cost}
+    if doc is not None:
+        doc = dict(doc)
+        dev = dict(doc.get("device", {})) if isinstance(doc.get("device"), dict) else {"uri": doc.get("device", "sim")}
+        dev["uri"] = uri or payload["uri"] or dev.get("uri", "sim")
+        opts = {**dev.get("options", {}), **payload["options"], **options}
+        if model:
+            opts["cost_model"] = {**opts.get("cost_model", {}), **model}
+        dev["options"] = opts
+        doc["device"] = dev
+        schedule = parse_schedule(doc, payload.get("file", "<generated>"))
+        result = run_schedule(schedule)
+        return result.trace, result.errors, static_findings(schedule) + error_findings(result.errors)
+    from halsim.sim import DeadlockError
+    from halsim.schedule.run import StepError
+    opts = {**payload["options"], **options}
+    if model:
+        opts["cost_model"] = model
+    dev = hal.create_device(uri or payload["uri"] or "sim", **opts)
+    errors = []
+    try:
+        _python_fn(payload)(dev)
+    except hal.HalError as e:
+        errors.append(StepError("main", payload["func"], "program", int(e.code), e.message,
+                                deadlock=isinstance(e, DeadlockError)))
+    finally:
+        dev.close()
+    return dev.trace, errors, []
+
+
+def trace_metrics(trace, errors, extra, metrics) -> dict:
+    """The metric columns of one run."""
+    out: dict = {}
+    want = set(metrics)
+    if want & {"makespan", "utilization"}:
+        from halsim.trace_tools.stats import trace_stats
+        st = trace_stats(trace, top=0)
+        out.update(makespan_ns=st["makespan_ns"], ops=st["ops"], commands=st["commands"], failed_ops=st["failed_ops"])
+        util = {t["name"]: t["utilization"] for t in st["tracks"] if t["kind"] not in ("host", "worker")}
+        out.update(utilization_mean=round(sum(util.values()) / len(util), 6) if util else 0.0,
+                   utilization_max=max(util.values(), default=0.0),
+                   utilization=json.dumps(util, sort_keys=True, separators=(",", ":")))
+    if "findings" in want:
+        from halsim.checks import CATEGORIES, check_trace
+        findings = check_trace(trace).findings + list(extra)
+        out["findings"] = len(findings)
+        for c in CATEGORIES:
+            out[f"findings_{c}"] = sum(f.category == c for f in findings)
+        out["rules"] = " ".join(sorted({f.rule for f in findings}))
+    if "semaphores" in want or "pool" in want:
+        sems, spans, peak, unpooled = 0, [], 0, 0
+        ready = {}
+        ops = []
+        for e in trace.events():
+            ev = e["ev"]
+            if ev == "semaphore":
+                sems += 1
+            elif ev == "op":
+                ops.append(e)
+            elif ev == "op_done":
+                ready[e["op"]] = e.get("ready", e["t"])
+            elif ev == "cuda_event":
+                peak = max(peak, e.get("in_use", 0))
+                if e.get("action") in ("create", "acquire") and e.get("pooled") is False:
+                    unpooled += 1
+        end = max((v for v in ready.values() if v is not None), default=0)
+        for op in ops:
+            r = ready.get(op["op"])
+            r = end if r is None else r
+            spans += [(op["t"], max(op["t"], r))] * len(op.get("wait", []))
+        from halsim.trace_tools.stats import union_and_overlap
+        most = union_and_overlap([s for s in spans if s[1] > s[0]])[2]
+        if "semaphores" in want:
+            out.update(semaphores=sems, peak_pending_waits=most)
+        if "pool" in want:
+            out.update(peak_events_in_use=peak, unpooled_events=unpooled)
+    if "errors" in want:
+        out.update(errors=len(errors), deadlocked=int(any(e.deadlock for e in errors)))
+    return out
+
+
+_FROZEN = False
+
+
+def freeze_heap() -> None:
+    """Once per process: move everything alive (the imported modules) to CPython's permanent GC
+    generation. The schedule runner calls ``gc.collect()`` after every run; without this each call
+    re-traverses numpy, matplotlib and the rest, which costs more than a small point itself."""
+    global _FROZEN
+    if not _FROZEN:
+        import gc
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
+
+
+def run_point(payload: dict, params: dict) -> dict:
+    """One row: the point's key, parameters, metrics, ``error`` ('' or one line) and ``wall_s``."""
+    freeze_heap()
+    t0 = time.perf_counter()
+    row = {"key": point_key(params), **params}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            trace, errors, extra = run_program(payload, params)
+            row.update(trace_metrics(trace, errors, extra, payload.get("metrics", DEFAULT_METRICS)))
+        row["error"] = ""
+    except Exception as e:  # noqa: BLE001 - a bad point is a row, not the end of the sweep
+        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    row["wall_s"] = round(time.perf_counter() - t0, 4)
+    return row
+
+
+# -- the results file --------------------------------------------------------------------------------
+
+def read_results(path: str) -> tuple[list[str], list[dict]]:
+    """(header, rows) of a results CSV; a partial last line (a crash mid-write) is ignored."""
+    with open(path, newline="", encoding="utf-8") as f:
+        text = f.read()
+    if text and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text))
+    rows = list(reader)
+    return list(reader.fieldnames or []), rows
+
+
+class ResultsWriter:
+    """Appends one CSV row per finished point and flushes it to the OS at once."""
+
+    def __init__(self, path: str, columns: list[str], resume: bool):
+        self.path, self.columns = path, columns
+        self.done: set[str] = set()
+        exists = os.path.exists(path) and os.path.getsize(path) > 0
+        if exists and not resume:
+            raise CampaignError(f"{path} exists: use --resume to continue it, or remove it")
+        if exists:
+            header, rows = read_results(path)
+            if header != columns:
+                raise CampaignError(f"--resume: {path} has other columns than this spec "
+                                    f"({', '.join(header[:6])}, …): not the same sweep")
+            self.done = {r["key"] for r in rows}
+            with open(path, "rb+") as f:     # drop a partial last line
+                data = f.read()
+                if data and not data.endswith(b"\n"):
+                    f.truncate(data.rfind(b"\n") + 1)
+        d = os.path.dirname(os.path.abspath(path))
+        os.makedirs(d, exist_ok=True)
+        self.file = open(path, "a", newline="", encoding="utf-8")
+        self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
+        if not exists:
+            self.writer.writeheader()
+            self.flush()
+
+    def write(self, row: dict) -> None:
+        self.writer.writerow(row)
+        self.flush()
+
+    def flush(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def check_points(spec: Spec) -> None:
+    """Create (and close) the device of every distinct device configuration of the spec, so a
+    misspelt option or a bad value is a spec error (exit 2), not a sweep of failed rows."""
+    from reference import hal
+
+    seen = set()
+    for params in spec.points:
+        uri, options, cost, _gen = split_params(params)
+        payload = spec.payload
+        doc_dev = payload.get("doc", {}).get("device", {}) if payload["kind"] == "schedule" else {}
+        if isinstance(doc_dev, str):
+            doc_dev = {"uri": doc_dev}
+        uri = uri or payload["uri"] or doc_dev.get("uri", "sim")
+        opts = {**doc_dev.get("options", {}), **payload["options"], **options}
+        opts.pop("seed", None)
+        model = {**payload["cost"], **cost}
+        if model:
+            opts["cost_model"] = {**opts.get("cost_model", {}), **model}
+        key = json.dumps([uri, opts], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            hal.create_device(uri, **opts).close()
+        except hal.HalError as e:
+            raise CampaignError(f"{spec.path}: point {point_key(params)}: {e}") from None
+        except TypeError as e:
+            raise CampaignError(f"{spec.path}: point {point_key(params)}: {e}") from None
+
+
+def _point_task(payload, params):
+    return run_point(payload, params)
+
+
+def run_sweep(spec: Spec, out: str, jobs: int = 1, dask: str | None = None, resume: bool = False,
+              progress: bool = True, stream=None) -> dict:
+    """Run every point not already in ``out``; returns ``{"points", "skipped", "ran", "errors"}``."""
+    csv_path = out[:-len(".parquet")] + ".csv" if out.endswith(".parquet") else out
+    if out.endswith(".parquet"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise CampaignError(f"{out}: Parquet output needs pyarrow (pip install pyarrow); "
+                                f"or write .csv") from None
+    writer = ResultsWriter(csv_path, spec.columns, resume)
+    todo = [p for p in spec.points if point_key(p) not in writer.done]
+    payload = dict(spec.payload, metrics=spec.metrics)
+    bar = Progress(len(spec.points), "sweep", stream, initial=len(spec.points) - len(todo)) if progress else None
+    errors = 0
+    try:
+        for _params, row in run_unordered(_point_task, payload, todo, jobs, dask):
+            writer.write(row)
+            errors += bool(row["error"])
+            if bar:
+                bar.update()
+    finally:
+        writer.close()
+        if bar:
+            bar.close()
+    if out.endswith(".parquet"):
+        _write_parquet(csv_path, out)
+    return {"points": len(spec.points), "skipped": len(spec.points) - len(todo), "ran": len(todo), "errors": errors}
+
+
+def _write_parquet(csv_path, out):
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+    from reference.trace.atomic import atomic_write
+    table = pacsv.read_csv(csv_path)
+    atomic_write(out, lambda f: pq.write_table(table, f))
+
+
+# -- summary plot ------------------------------------------------------------------------------------
+
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def plot_results(rows: list[dict], plot: dict, path: str) -> str:
+    """Mean of ``y`` per ``x`` (one line per ``hue`` value) over the other parameters; written
+    atomically with the matplotlib object API. Returns a one-line description."""
+    from matplotlib.figure import Figure
+    from reference.trace.atomic import atomic_write
+
+    x, y, hue = plot["x"], plot["y"], plot["hue"]
+    groups: dict = {}
+    for r in rows:
+        if r.get("error") or _num(r.get(y)) is None:
+            continue
+        groups.setdefault(r.get(hue) if hue else "", {}).setdefault(r.get(x), []).append(_num(r[y]))
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    ax = fig.add_subplot()
+    xs_all = sorted({k for g in groups.values() for k in g}, key=lambda v: (_num(v) is None, _num(v) or 0, str(v)))
+    numeric = all(_num(v) is not None for v in xs_all)
+    for h in sorted(groups, key=lambda v: (_num(v) is None, _num(v) or 0, str(v))):
+        pts = sorted(groups[h].items(), key=lambda kv: (_num(kv[0]) or 0, str(kv[0])))
+        xs = [_num(k) if numeric else xs_all.index(k) for k, _ in pts]
+        ys = [sum(v) / len(v) for _, v in pts]
+        ax.plot(xs, ys, marker="o", label=f"{hue} = {h}" if hue else None)
+    if not numeric:
+        ax.set_xticks(range(len(xs_all)), [str(v) for v in xs_all])
+    ax.set_xlabel(x or "")
+    ax.set_ylabel(y)
+    ax.set_title(f"{y} by {x}" + (f" and {hue}" if hue else "") + f" ({len(rows)} points)")
+    if hue and groups:
+        ax.legend(fontsize="small")
+    ax.grid(True, alpha=0.3)
+    fmt = "svg" if path.lower().endswith(".svg") else "png"
+    atomic_write(path, lambda f: fig.savefig(f, format=fmt))
+    return f"plot: {path} ({len(groups)} line{'s' if len(groups) != 1 else ''}, {len(xs_all)} x values)"
+
+
+# -- command line ------------------------------------------------------------------------------------
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("sweep", help="run a program over a grid/sample of device options, cost-model fields "
+                                     "and seeds; stream metrics to CSV (docs/campaigns.md)")
+    s.add_argument("spec", help="the sweep spec (TOML)")
+    s.add_argument("--out", "-o", default="sweep.csv", help="results file, .csv or .parquet (default: %(default)s)")
+    s.add_argument("--plot", help="summary plot (.png or .svg; default: next to --out)")
+    s.add_argument("--no-plot", action="store_true", help="no summary plot")
+    s.add_argument("--jobs", "-j", type=int, default=1, help="local worker processes (default: %(default)s)")
+    s.add_argument("--dask", metavar="ADDRESS", help="run on Dask: 'local' (a LocalCluster of --jobs workers) "
+                                                     "or tcp://host:port")
+    s.add_argument("--resume", action="store_true", help="skip the points already in --out")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+
+
+def cmd_sweep(args) -> int:
+    try:
+        if args.jobs < 1:
+            raise CampaignError(f"--jobs {args.jobs}: must be >= 1")
+        if not args.out.endswith((".csv", ".parquet")):
+            raise CampaignError(f"--out {args.out!r}: expected a .csv or .parquet file")
+        plot = None if args.no_plot else (args.plot or os.path.splitext(args.out)[0] + ".png")
+        if plot and not plot.lower().endswith((".png", ".svg")):
+            raise CampaignError(f"--plot {plot!r}: expected a .png or .svg file")
+        spec = load_spec(args.spec)
+        check_points(spec)
+        summary = run_sweep(spec, args.out, args.jobs, args.dask, args.resume, progress=not args.quiet)
+    except CampaignError as e:
+        print(f"halsim: error: {e}", file=sys.stderr)
+        return 2
+    csv_path = args.out[:-len(".parquet")] + ".csv" if args.out.endswith(".parquet") else args.out
+    _header, rows = read_results(csv_path)
+    print(f"sweep: {summary['points']} points: {summary['ran']} run, {summary['skipped']} already in {csv_path}, "
+          f"{summary['errors']} failed; results: {args.out}")
+    y = spec.plot["y"]
+    good = [r for r in rows if not r.get("error") and _num(r.get(y)) is not None]
+    if good:
+        best = min(good, key=lambda r: _num(r[y]))
+        print(f"lowest {y}: {best[y]} at {best['key']}")
+    if plot:
+        print(plot_results(rows, spec.plot, plot))
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep}
