@@ -8,15 +8,18 @@ per-point overhead of the Dask path against the local process pool.
 * ``tiny``: 200 points of 3-step programs (the test suite's sweep), on the same paths: the fixed
   per-point cost of each path.
 
-Dask overhead = (Dask wall - pool wall) / pool wall, same points, same worker count::
+Each parallel path runs ``--repeat`` times, interleaved, and the median wall time is reported (a
+2-core machine shared with other work is noisy). Dask overhead = (Dask wall - pool wall) / pool wall,
+same points, same worker count::
 
-    .venv/bin/python benchmarks/sweep_scaling.py --points 12 --size 2500
+    .venv/bin/python benchmarks/sweep_scaling.py --points 16 --size 2500 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 
@@ -36,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=12)
     ap.add_argument("--size", type=int, default=2500)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
     from distributed import Client, LocalCluster
@@ -50,22 +54,29 @@ def main() -> None:
     for name, spec in (("heavy", heavy), ("tiny", tiny)):
         n = len(spec.points)
         one, rows1 = timed(spec, jobs=1)
-        pool, rows2 = timed(spec, jobs=2)
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
+                               dashboard_address="127.0.0.1:0")
+        pools, dsks, locals_ = [], [], []
         with Client(cluster) as client:
             client.run(lambda: __import__("halsim.campaigns.sweep"))   # warm the workers' imports
-            dsk, rows3 = timed(spec, dask=cluster.scheduler_address)
+            for _ in range(args.repeat):
+                pool, rows2 = timed(spec, jobs=2)
+                dsk, rows3 = timed(spec, dask=cluster.scheduler_address)
+                local, _ = timed(spec, jobs=2, dask="local")
+                pools.append(pool)
+                dsks.append(dsk)
+                locals_.append(local)
         cluster.close()
-        local, _ = timed(spec, jobs=2, dask="local")
+        pool, dsk, local = statistics.median(pools), statistics.median(dsks), statistics.median(locals_)
         strip = lambda rows: sorted((r["key"], r["makespan_ns"], r["findings"]) for r in rows)  # noqa: E731
         same = strip(rows1) == strip(rows2) == strip(rows3)
         point_s = sum(float(r["wall_s"]) for r in rows1) / n
         print(f"{name}: {n} points, mean point {point_s:.3f} s (in-process); results identical: {same}")
         print(f"  jobs=1 (in-process)        {one:7.2f} s")
-        print(f"  jobs=2 (process pool)      {pool:7.2f} s   speed-up {one / pool:.2f}x")
+        print(f"  jobs=2 (process pool)      {pool:7.2f} s   speed-up {one / pool:.2f}x   (runs: "
+              f"{', '.join(f'{x:.2f}' for x in pools)})")
         print(f"  Dask, running cluster (2)  {dsk:7.2f} s   overhead vs pool {100 * (dsk - pool) / pool:+.1f}%"
-              f"  ({1000 * (dsk - pool) / n:+.1f} ms/point)")
+              f"  ({1000 * (dsk - pool) / n:+.1f} ms/point; runs: {', '.join(f'{x:.2f}' for x in dsks)})")
         print(f"  --dask local (2, start-up) {local:7.2f} s   overhead vs pool {100 * (local - pool) / pool:+.1f}%")
 
 

@@ -73,7 +73,7 @@ def _run_dask(fn, shared, items, jobs, address):
     try:
         if address == "local":
             cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None)
+                                   dashboard_address="127.0.0.1:0")
             client = Client(cluster)
         else:
             if not address.startswith(("tcp://", "tls://", "ucx://", "inproc://")):

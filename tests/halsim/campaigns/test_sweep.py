@@ -1,7 +1,5 @@
 """``halsim sweep``: the spec, the results file, resume after a kill, Dask vs local results."""
 
-import csv
-import json
 import os
 import signal
 import subprocess
@@ -10,7 +8,6 @@ import time
 
 import pytest
 
-from halsim.campaigns.executor import CampaignError
 from halsim.campaigns.sweep import load_spec, parse_spec, point_key, read_results, run_sweep
 from halsim.cli import main
 
