@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
+from reference.hal.queue_op import QueueOp, fail_all, run_body
 
 from .pool import EventPool, Pooled
 
@@ -334,7 +334,17 @@ class Engine:
                         self._status = error.clone()
             fail_all(device, op, error)
         elif should_signal:
-            signal_all(device, op)
+            try:
+                for sem, value in op.signal:
+                    device._signal_semaphore(sem, value, op.id)
+            except HalError as e:
+                # As IREE's completion callback: a failed list_signal (a later value already signaled:
+                # completions of different queues can arrive out of value order) fails the action's
+                # signals, and the queue status becomes sticky.
+                with self._lock:
+                    if self._status is None:
+                        self._status = e.clone()
+                fail_all(device, op, e)
         self._cleanup(action)
         self.issue()
 

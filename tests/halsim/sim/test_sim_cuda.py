@@ -177,3 +177,27 @@ def test_event_pool_capacity_is_a_cuda_option(make):
         assert dev.pool_capacity == 4
     finally:
         dev.close()
+
+
+def test_callbacks_of_two_queues_signalling_one_timeline_out_of_order_fail_it(make):
+    # The producer's host callback waits behind eight others on queue 0's callback stream; the
+    # consumer (queue 1, waiting on the producer's recorded CUevent) finishes later on the GPU but its
+    # callback signals s=2 first. IREE's callback then fails list_signal(s=1) and with it the action.
+    dev = make("cuda", queues=2)
+    s = dev.create_semaphore()
+    for _ in range(8):
+        dev.queue_barrier([], [(dev.create_semaphore(), 1)])
+    dev.queue_barrier([], [(s, 1)])                                   # 0:8, the producer
+    dev.sleep(0.00002)
+    dev.queue_barrier([(s, 1)], [(s, 2)], queue_affinity=1 << 1)      # 0:9, the consumer
+    s.wait(2, WAIT)
+    later = dev.create_semaphore()
+    dev.sleep(0.001)
+    dev.queue_barrier([], [(later, 1)])
+    with pytest.raises(hal.HalError) as ei:
+        later.wait(1, WAIT)                                           # sticky after the failed signal
+    assert ei.value.code == S.INVALID_ARGUMENT
+    changes = [(e["ev"], e.get("value"), e["cause"]) for e in dev.trace if e["ev"] in ("signal", "fail")
+               and e["sem"] == s.id]
+    assert changes == [("signal", 2, "0:9"), ("fail", None, "0:8")]
+    assert "already signaled past 1 (current value 2)" in s.failure.message
