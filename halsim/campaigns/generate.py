@@ -71,9 +71,18 @@ class Chooser:
             return True
         return self.int(0, 999) < round(p * 1000)
 
+    def pct(self, p: int) -> bool:
+        """True with probability ``p`` percent."""
+        return self.int(0, 99) < p
+
     def choice(self, seq):
         seq = list(seq)
         return seq[self.int(0, len(seq) - 1)]
+
+    def bytes(self, n: int) -> bytes:
+        if self._draw is not None:
+            return self._draw(self._st.binary(min_size=n, max_size=n))
+        return bytes(self._rng.getrandbits(8) for _ in range(n))
 
     def weighted(self, pairs):
         pairs = [(k, w) for k, w in pairs if w > 0]

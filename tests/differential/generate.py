@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 
+from halsim.campaigns.generate import Chooser  # seeded or hypothesis-driven choices
+
 from .program import (
     Alloca,
     Barrier,
@@ -36,34 +38,6 @@ from .program import (
 BUFFER_SIZES = (8, 12, 16, 32)
 TRANSIENT_SIZES = (8, 16, 24)
 WORDS = ("device lost", "bad input", "oom", "timeout in stage", "abort", "user cancelled", "io error")
-
-
-class Chooser:
-    """Random choices backed by hypothesis (``draw``) or by ``random.Random``."""
-
-    def __init__(self, draw=None, rng: random.Random | None = None):
-        self._draw = draw
-        self._rng = rng
-        if draw is not None:
-            from hypothesis import strategies as st
-            self._st = st
-
-    def int(self, lo: int, hi: int) -> int:
-        if self._draw is not None:
-            return self._draw(self._st.integers(lo, hi))
-        return self._rng.randint(lo, hi)
-
-    def pct(self, p: int) -> bool:
-        return self.int(0, 99) < p
-
-    def choice(self, seq):
-        seq = list(seq)
-        return seq[self.int(0, len(seq) - 1)]
-
-    def bytes(self, n: int) -> bytes:
-        if self._draw is not None:
-            return self._draw(self._st.binary(min_size=n, max_size=n))
-        return bytes(self._rng.getrandbits(8) for _ in range(n))
 
 
 KINDS = (("execute", 5), ("signal", 4), ("fail", 1), ("wait", 1), ("barrier", 1), ("copy", 2), ("alloca", 2),
