@@ -36,9 +36,11 @@ import numpy as np  # noqa: E402
 
 import programs  # noqa: E402
 from halsim.calibrate import fit  # noqa: E402
-from halsim.calibrate.fit import TIMED_KINDS, align_clocks, format_table  # noqa: E402
+from halsim.calibrate.fit import (  # noqa: E402
+    TIMED_KINDS, Samples, align_clocks, format_table, load_trace, trace_samples)
 from halsim.trace_tools.diff import diff_traces  # noqa: E402
 from reference import hal  # noqa: E402
+from reference.trace import Trace  # noqa: E402
 
 REAL = "opencl?queues=2"
 SIM = "sim:opencl?queues=2"
@@ -53,24 +55,17 @@ def run(uri: str, program, **options):
     return dev.trace
 
 
-class Aligned:
+def as_trace(header: dict, events) -> Trace:
+    out = Trace(header)
+    for e in events:
+        out.emit(e)
+    return out
+
+
+def aligned(trace) -> Trace:
     """A real trace with its device timestamps shifted onto a causal host clock (``align_clocks``)."""
-
-    def __init__(self, trace):
-        self.header = dict(trace.header)
-        self.list, self.shift = align_clocks(list(trace))
-
-    def __iter__(self):
-        return iter(self.list)
-
-    def operations(self):
-        ops: dict = {}
-        for e in self.list:
-            if e.get("ev") == "op":
-                ops[e["op"]] = dict(e)
-            elif e.get("ev") == "op_done" and e["op"] in ops:
-                ops[e["op"]].update({k: e.get(k) for k in ("ready", "start", "track", "status")}, end=e["t"])
-        return list(ops.values())
+    events, _shift = align_clocks(list(trace))
+    return as_trace(trace.header, events)
 
 
 def durations(trace) -> dict[str, int]:
@@ -108,8 +103,6 @@ def collect(reps: int, out: str, log=print) -> dict:
 
 def evaluate(paths: dict, model, names) -> dict:
     """Predict each program with ``model`` (None = defaults) and compare with its real runs."""
-    from reference.trace import Trace
-
     out = {}
     for name in names:
         program = {**programs.TRAINING, **programs.HELD_OUT}[name]
@@ -117,14 +110,14 @@ def evaluate(paths: dict, model, names) -> dict:
         sim_d = durations(sim)
         apes, spans = [], []
         for path in paths[name]:
-            real = Aligned(Trace.load(path))
+            real = aligned(Trace.load(path))
             real_span, sim_span = makespan(real, sim)
             spans.append(real_span)
             for op, d in durations(real).items():
                 if d > 0 and op in sim_d:
                     apes.append(abs(sim_d[op] - d) / d)
         real_span = statistics.median(spans)
-        _a, sim_span = makespan(Aligned(Trace.load(paths[name][0])), sim)
+        _a, sim_span = makespan(aligned(Trace.load(paths[name][0])), sim)
         out[name] = {"real_makespan_ns": real_span, "real_makespan_min_ns": min(spans),
                      "real_makespan_max_ns": max(spans), "sim_makespan_ns": sim_span,
                      "makespan_error": (sim_span - real_span) / real_span,
@@ -135,8 +128,6 @@ def evaluate(paths: dict, model, names) -> dict:
 def diagnostics(paths: dict) -> dict:
     """What the real time is made of: each sample group's distribution (mean vs median shows the
     tails), and per program the device-busy share of the makespan and the overlap between queues."""
-    from halsim.calibrate.fit import Samples, load_trace, trace_samples
-
     samples = Samples()
     programs_out = {}
     for name, ps in paths.items():
@@ -144,8 +135,7 @@ def diagnostics(paths: dict) -> dict:
         for p in ps:
             events, _shift = align_clocks(list(load_trace(p)))
             samples.extend(trace_samples(events))
-            ops = Aligned.__new__(Aligned)
-            ops.list = events
+            ops = as_trace({}, events)
             iv = sorted((o["start"], o["end"], o.get("queue")) for o in ops.operations()
                         if o.get("kind") in TIMED_KINDS and o.get("start") is not None and o.get("end") is not None)
             t0 = min(e["t"] for e in events if e.get("ev") == "op")

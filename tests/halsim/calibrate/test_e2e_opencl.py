@@ -28,7 +28,8 @@ def _load(name: str, filename: str):
 
 programs = _load("calibration_programs", "programs.py")
 sys.modules.setdefault("programs", programs)  # run.py imports it by its plain name
-Aligned = _load("calibration_run", "run.py").Aligned
+_bench = _load("calibration_run", "run.py")
+aligned, _run = _bench.aligned, _bench.run  # the benchmark's own helpers: the test is its small version
 
 from halsim.calibrate import fit  # noqa: E402
 from halsim.trace_tools.diff import diff_traces  # noqa: E402
@@ -40,15 +41,6 @@ def _opencl_or_skip():
         hal.create_device("opencl").close()
     except hal.HalError as e:
         pytest.skip(f"no PoCL: {e}")
-
-
-def _run(uri, program, **options):
-    dev = hal.create_device(uri, **options)
-    try:
-        program(dev)
-    finally:
-        dev.close()
-    return dev.trace
 
 
 def test_fitted_model_predicts_held_out_makespan_better_than_defaults(tmp_path):
@@ -67,7 +59,7 @@ def test_fitted_model_predicts_held_out_makespan_better_than_defaults(tmp_path):
 
     program = programs.HELD_OUT["held_pipeline"]
     _run(real, program)
-    measured = [Aligned(_run(real, program)) for _ in range(3)]
+    measured = [aligned(_run(real, program)) for _ in range(3)]
     calibrated = _run("sim:opencl?queues=2", program, cost_model=str(path))
     default = _run("sim:opencl?queues=2", program)
 
