@@ -30,8 +30,9 @@ def test_by_default_an_op_retains_what_it_uses_until_it_retires(make, personalit
     assert (retain["t"], release["t"]) == (op["t"], op["end"])
 
 
-def test_host_release_while_in_flight_is_recorded_when_not_retained(make):
-    dev = make("generic", retain_resources=False)
+@pytest.mark.parametrize("personality", ["generic", "metal", "cuda", "opencl"])
+def test_host_release_while_in_flight_is_recorded_when_not_retained(make, personality):
+    dev = make(personality, retain_resources=False)
     gate, done = dev.create_semaphore(), dev.create_semaphore()
     src, dst = dev.allocator.allocate_buffer(8), dev.allocator.allocate_buffer(8)
     src.map_write(0, b"12345678")
