@@ -19,6 +19,8 @@ the signal's virtual time) or another operation.
 
 from __future__ import annotations
 
+from collections import deque
+
 import simpy
 from simpy.events import NORMAL
 
@@ -74,3 +76,27 @@ class WaitsResolved(simpy.Event):
     def unmet(self) -> list:
         """The ``(semaphore, value)`` pairs not reached yet."""
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
+
+
+class Fifo(deque):
+    """The items an in-order hardware queue (MTLCommandQueue, CUDA stream, OpenCL queue) runs, oldest
+    first, and the wake-up of the SimPy process that runs them: ``push`` appends (waking it if idle);
+    ``yield from fifo.head()`` returns the head item once there is one (it stays queued until the process
+    pops it, so deadlock reports see it)."""
+
+    def __init__(self, env):
+        super().__init__()
+        self.env = env
+        self._wakeup = None
+
+    def push(self, item) -> None:
+        self.append(item)
+        if self._wakeup is not None and not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def head(self):
+        while not self:
+            self._wakeup = self.env.event()
+            yield self._wakeup
+            self._wakeup = None
+        return self[0]

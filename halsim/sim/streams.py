@@ -47,7 +47,7 @@ from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body
 
 from .device import SimDevice
-from .events import WaitsResolved
+from .events import Fifo, WaitsResolved
 from .execution import timed_body
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
@@ -116,13 +116,12 @@ class Recorded:
 class Stream:
     """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path."""
 
-    __slots__ = ("index", "track", "fifo", "wakeup", "callback_track", "callback_free")
+    __slots__ = ("index", "track", "fifo", "callback_track", "callback_free")
 
-    def __init__(self, index: int, track: int, callback_track: int):
+    def __init__(self, env, index: int, track: int, callback_track: int):
         self.index = index
         self.track = track
-        self.fifo: deque[Action] = deque()
-        self.wakeup = None
+        self.fifo: Fifo = Fifo(env)  # of Action
         self.callback_track = callback_track
         self.callback_free = 0
 
@@ -165,10 +164,10 @@ class StreamDevice(SimDevice):
         for i in range(self.queue_count):
             track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
             cb = shared if shared is not None else self.recorder.track("stream", f"queue {i} callback stream")
-            stream = Stream(i, track, cb)
+            stream = Stream(self.env, i, track, cb)
             self._streams.append(stream)
             self.env.process(self._run_stream(stream))
-        self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
+        self._shared_callback = Stream(self.env, -1, shared, shared) if shared is not None else None
 
     # -- scans: host-side pending queue actions -------------------------------------------------------
 
@@ -350,9 +349,7 @@ class StreamDevice(SimDevice):
                 recorded.add(event)
                 self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
             stream = self._streams[op.queue]
-            stream.fifo.append(action)
-            if stream.wakeup is not None and not stream.wakeup.triggered:
-                stream.wakeup.succeed()
+            stream.fifo.push(action)
             self._issue_next()
         self.env.timeout(ns).callbacks.append(issued)
 
@@ -393,12 +390,7 @@ class StreamDevice(SimDevice):
     def _run_stream(self, stream: Stream):
         env = self.env
         while True:
-            if not stream.fifo:
-                stream.wakeup = env.event()
-                yield stream.wakeup
-                stream.wakeup = None
-                continue
-            action = stream.fifo[0]
+            action = yield from stream.fifo.head()
             op = action.op
             op.track = stream.track
             error = None

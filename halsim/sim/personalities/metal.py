@@ -50,7 +50,6 @@ barriers involving the HOST stage are UNIMPLEMENTED, as on Metal.
 
 from __future__ import annotations
 
-from collections import deque
 
 from reference.hal import CommandBufferMode, CommandBuffer, CommandCategory, HalError, StatusCode, WaitMode
 from reference.hal.constants import QUEUE_AFFINITY_ANY
@@ -59,7 +58,7 @@ from reference.utils.command_segments import check_barrier, plan_segments
 from reference.utils.cts_exclusions import in_order_queue
 
 from ..device import SimDevice, _api
-from ..events import WaitsResolved
+from ..events import Fifo, WaitsResolved
 from ..execution import command_plan
 from ..history import SemaphoreHistory
 from .metal_timeline import encoder_timeline
@@ -119,13 +118,12 @@ class CommandQueue:
     """One ``MTLCommandQueue``: committed command buffers in commit order (the head executes) and the
     wait the head is blocked on, if any."""
 
-    __slots__ = ("index", "track", "fifo", "wakeup", "blocking")
+    __slots__ = ("index", "track", "fifo", "blocking")
 
-    def __init__(self, index: int, track: int):
+    def __init__(self, env, index: int, track: int):
         self.index = index
         self.track = track
-        self.fifo: deque[Committed] = deque()
-        self.wakeup = None
+        self.fifo: Fifo = Fifo(env)  # of Committed
         self.blocking: WaitsResolved | None = None
 
 
@@ -148,7 +146,7 @@ class MetalDevice(SimDevice):
         self._closing: HalError | None = None
         self._queues = []
         for i in range(self.queue_count):
-            q = CommandQueue(i, self.recorder.track("queue", f"queue {i}"))
+            q = CommandQueue(self.env, i, self.recorder.track("queue", f"queue {i}"))
             self._queues.append(q)
             self.env.process(self._run_queue(q))
 
@@ -207,19 +205,12 @@ class MetalDevice(SimDevice):
     # -- the GPU: one process per MTLCommandQueue ---------------------------------------------------
 
     def _arrive(self, queue: CommandQueue, committed: Committed) -> None:
-        queue.fifo.append(committed)
-        if queue.wakeup is not None and not queue.wakeup.triggered:
-            queue.wakeup.succeed()
+        queue.fifo.push(committed)
 
     def _run_queue(self, queue: CommandQueue):
         env = self.env
         while True:
-            if not queue.fifo:
-                queue.wakeup = env.event()
-                yield queue.wakeup
-                queue.wakeup = None
-                continue
-            committed = queue.fifo[0]
+            committed = yield from queue.fifo.head()
             start = env.now
             if committed.step == "wait":
                 yield from self._wait_step(queue, committed.op)
