@@ -44,7 +44,7 @@ from collections import deque
 from heapq import heappop, heappush
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp, fail_all, run_body
+from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
 
 from .device import SimDevice
 from .events import Fifo, WaitsResolved
@@ -455,15 +455,11 @@ class StreamDevice(SimDevice):
             if device_error or op.wait_error is not None:
                 self._set_sticky(error)
         elif should_signal:
-            try:
-                for sem, value in op.signal:
-                    self._signal_semaphore(sem, value, op.id)
-            except HalError as e:
-                # [H] execution_device_signal_host_callback: a list_signal that fails (a later value
-                # already signaled — callbacks of different queues can finish out of value order)
-                # fails the action: its signal semaphores fail with the status, and it is sticky.
-                fail_all(self, op, e)
-                self._set_sticky(e)
+            # [H] execution_device_signal_host_callback: callbacks of different queues can finish out
+            # of value order; a refused signal fails the action's list, and the queue.
+            refused = signal_or_fail_all(self, op)
+            if refused is not None:
+                self._set_sticky(refused)
         self._cleanup(action)
 
     def _cleanup(self, action: Action) -> None:

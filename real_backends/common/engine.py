@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp, fail_all, run_body
+from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
 
 from .pool import EventPool, Pooled
 
@@ -334,17 +334,13 @@ class Engine:
                         self._status = error.clone()
             fail_all(device, op, error)
         elif should_signal:
-            try:
-                for sem, value in op.signal:
-                    device._signal_semaphore(sem, value, op.id)
-            except HalError as e:
-                # As IREE's completion callback: a failed list_signal (a later value already signaled:
-                # completions of different queues can arrive out of value order) fails the action's
-                # signals, and the queue status becomes sticky.
+            # As IREE's completion callback: completions of different queues can arrive out of value
+            # order; a refused signal fails the action's list, and the queue status becomes sticky.
+            refused = signal_or_fail_all(device, op)
+            if refused is not None:
                 with self._lock:
                     if self._status is None:
-                        self._status = e.clone()
-                fail_all(device, op, e)
+                        self._status = refused.clone()
         self._cleanup(action)
         self.issue()
 

@@ -157,6 +157,19 @@ def signal_all(device, op: QueueOp) -> None:
             return
 
 
+def signal_or_fail_all(device, op: QueueOp) -> HalError | None:
+    """Signal the op's list as IREE's CUDA/HIP completion callback does: if one signal is refused
+    (its value is not above the current one — another queue's completion got there first), the whole
+    list fails with that error, which is returned (the caller's queue status becomes sticky)."""
+    try:
+        for sem, value in op.signal:
+            device._signal_semaphore(sem, value, op.id)
+    except HalError as e:
+        fail_all(device, op, e)
+        return e
+    return None
+
+
 def fail_all(device, op: QueueOp, error: HalError) -> None:
     for sem, _ in op.signal:
         device._fail_semaphore(sem, error, op.id)
