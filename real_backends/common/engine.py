@@ -252,9 +252,7 @@ class Engine:
             self._issue_action(action)
         except HalError as e:
             e = self._failed_wait(action.op) or e
-            with self._lock:
-                if self._status is None:
-                    self._status = e.clone()
+            self._set_status(e)
             self._fail(action, e)
             self.issue()
         except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
@@ -329,20 +327,22 @@ class Engine:
         device.recorder.op_done(op, error)
         if error is not None:
             if device_error or op.wait_error is not None:
-                with self._lock:
-                    if self._status is None:
-                        self._status = error.clone()
+                self._set_status(error)
             fail_all(device, op, error)
         elif should_signal:
             # As IREE's completion callback: completions of different queues can arrive out of value
             # order; a refused signal fails the action's list, and the queue status becomes sticky.
             refused = signal_or_fail_all(device, op)
             if refused is not None:
-                with self._lock:
-                    if self._status is None:
-                        self._status = refused.clone()
+                self._set_status(refused)
         self._cleanup(action)
         self.issue()
+
+    def _set_status(self, error: HalError) -> None:
+        """Make the queue status sticky ([H] ``actions->status``): the first failure stays."""
+        with self._lock:
+            if self._status is None:
+                self._status = error.clone()
 
     @staticmethod
     def _failed_wait(op: QueueOp) -> HalError | None:
