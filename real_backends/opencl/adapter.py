@@ -26,10 +26,11 @@ import numpy as np
 from reference.hal import HalError, Range, StatusCode
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import source, symbol, work_items
+from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
 SPIN_S = 0.0002  # synchronize: how long to poll an event's status before waiting for its callback
+POLL_MAX_S = 0.0002  # then the longest wait between looks at the status (a look costs ~1 us)
 
 
 def _cl():
@@ -82,7 +83,10 @@ class OpenCLAdapter(Adapter):
         self._waits: list[list] = [[] for _ in range(queues)]
         self._buffers: dict[int, tuple] = {}   # id(storage) → (storage, cl.Buffer)
         self.program = cl.Program(self.context, source("cl")).build()
-        self.kernels = {}
+        # Every entry point's cl_kernel now, as IREE resolves every export when it creates an
+        # executable: created lazily, PoCL's clCreateKernel made the first dispatch of each entry
+        # 0.3-0.6 ms slower than the next (benchmarks/calibration, docs/accuracy.md).
+        self.kernels = {k.name: getattr(self.program, symbol(k.name)) for k in LIBRARY}
         self._user_lock = threading.Lock()
         self.offset_ns = _clock_offset(cl, self.queues[0])
         check_coherent(self)
@@ -130,13 +134,16 @@ class OpenCLAdapter(Adapter):
                 return None if status == 0 else HalError(StatusCode.ABORTED, f"opencl: command failed with "
                                                                         f"status {status}")
             time.sleep(0)
+        # Then the callback, still looking at the status between waits: pyopencl delivers callbacks
+        # on its own thread, which can take milliseconds to get the interpreter lock (5.8 ms seen
+        # for a command that had completed long before: docs/accuracy.md).
         done = threading.Event()
         handle.set_callback(self.cl.command_execution_status.COMPLETE, lambda _status: done.set())
-        delay = 0.0002
+        delay = 0.00005
         while not done.wait(delay):
-            if handle.command_execution_status < 0:
+            if handle.command_execution_status <= 0:
                 break
-            delay = min(delay * 2, 0.001)
+            delay = min(delay * 2, POLL_MAX_S)
         status = handle.command_execution_status
         if status < 0:
             return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
@@ -204,9 +211,7 @@ class OpenCLAdapter(Adapter):
         n = work_items(spec, workgroups, constants, [b.length for b in bindings])
         if n <= 0:
             return None
-        kernel = self.kernels.get(spec.name)
-        if kernel is None:
-            kernel = self.kernels[spec.name] = getattr(self.program, symbol(spec.name))
+        kernel = self.kernels[spec.name]
         args = []
         for b in bindings:
             args += [self._buffer(b, f"{spec.name} binding"), np.uint32(b.offset)]
