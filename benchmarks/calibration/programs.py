@@ -68,11 +68,13 @@ def _chain(ctx: Ctx, steps, q=Q0, extra_every=2):
     sem.wait(len(steps), timeout=WAIT_S)
 
 
-def _fan(ctx: Ctx, width: int, steps_per_branch, join_kind="copy", join_n=65536):
-    """A head op, then ``width`` branches alternating over both queues, then a join waiting on all."""
+def _fan(ctx: Ctx, width: int, steps_per_branch, join_kind="copy", join_n=65536, gated=False):
+    """A head op, then ``width`` branches alternating over both queues, then a join waiting on all.
+    ``gated``: the head waits for a host signal given once everything is submitted, so both queues'
+    branches are ready at once (they contend for the device)."""
     dev = ctx.dev
-    head, done = dev.create_semaphore(), dev.create_semaphore()
-    ctx.fill([], [(head, 1)], 4096)
+    head, done, gate = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    ctx.fill([(gate, 1)] if gated else [], [(head, 1)], 4096)
     branch_sems = []
     for b in range(width):
         s = dev.create_semaphore()
@@ -86,6 +88,8 @@ def _fan(ctx: Ctx, width: int, steps_per_branch, join_kind="copy", join_n=65536)
                 getattr(ctx, kind)(wait, sig, arg, q=q)
         branch_sems.append((s, len(steps_per_branch)))
     getattr(ctx, join_kind)(branch_sems, [(done, 1)], join_n, q=Q0)
+    if gated:
+        gate.signal(1)
     done.wait(1, timeout=WAIT_S)
 
 
@@ -142,7 +146,7 @@ def train_kernels(dev):
 
 def train_fan(dev):
     ctx = Ctx(dev)
-    _fan(ctx, 4, [("axpy", 262144), ("fill", 65536), ("spin", (20000, 1))])
+    _fan(ctx, 4, [("axpy", 262144), ("fill", 65536), ("spin", (20000, 1))], gated=True)
 
 
 def train_round_trips(dev):

@@ -10,17 +10,27 @@ parameters                              samples (``docs/trace-format.md``)
 ``kernels.K.base_ns``,                  ``cmd`` duration of dispatches of entry K = base + per_wg·x·y·z
 ``kernels.K.per_workgroup_ns``          (+ per_unit·constants[unit_constant] for kernels that have one, e.g.
 (``per_unit_ns``)                       ``spin``'s ``iterations``)
-``launch_ns``                           op ``start`` − when it could start: max(issue end, end of the
-                                        previous op of its queue, end of each wait's producer)
+``launch_ns``                           op ``start`` − when it could start: the end of a device predecessor
+                                        (the previous op of its queue, a wait's producer, another queue's op
+                                        when the device runs one at a time), a host signal, or its launch
+                                        during the issue (issue end − the fitted per-signal cost · signals)
 ``commit_ns``, ``event_wait_ns``,       ``issue`` ``t − start`` = commit + event_wait·events +
-``event_create_ns`` (opencl) or         per-signal·signals. ``event_record_ns`` is set to 0 on ``opencl``: a
-``event_record_ns`` (cuda, metal)       marker's host cost cannot be told apart from creating its event
+``event_create_ns`` (opencl) or         per-signal·signals + dispatch_commit·dispatches. ``event_record_ns``
+``event_record_ns`` (cuda, metal),      is set to 0 on ``opencl``: a marker's host cost cannot be told apart
+``dispatch_commit_ns``                  from creating its event
 ``host_fn_ns``                          first ``signal`` caused by an op − the op's ``end``, when the
-                                        completion path was idle
+                                        completion path was idle and a host thread was blocked in a wait
+                                        when it came, from the later of the end and the wait's start (all
+                                        idle-path samples, from the end, when fewer than 3 of those)
 ``wake_ns``                             ``host_wait`` end − the satisfying ``signal`` (blocked waits), and
                                         ``issue`` start − op enqueue ``t`` when the worker was idle and the
                                         submitting thread blocked in a host wait before the issue began
+``device_concurrency``                  the most queues running an op at the same instant (median over the
+                                        traces), when at least 3 ops waited for another queue's op (else 0:
+                                        queues run as if alone)
 ``submit_ns``                           gap between consecutive queue calls of one host thread − host_api_ns
+                                        (− the first call's issue when it lies in the gap, on personalities
+                                        that issue inline: ``opencl``)
 ======================================  ====================================================================
 
 Before sampling, each trace's device timestamps are shifted onto a causal host clock
@@ -45,7 +55,7 @@ separated (a constant column is dropped and its default contribution subtracted)
 >>> fit_samples(s2)
 Traceback (most recent call last):
 ...
-halsim.calibrate.fit.CalibrationError: copy_latency_ns/copy_gb_per_s: degenerate design: all 3 copy commands have the same size (4096 bytes): cannot separate latency from bandwidth
+halsim.calibrate.CalibrationError: copy_latency_ns/copy_gb_per_s: degenerate design: all 3 copy commands have the same size (4096 bytes): cannot separate latency from bandwidth
 """
 
 from __future__ import annotations
@@ -53,27 +63,17 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
-from reference.trace import Trace
 from ..sim.cost_model import CostModel
+from .samples import (LAUNCH_GROUPS, TIMED_KINDS, TRANSFERS, CalibrationError, Samples,  # noqa: F401 (API)
+                      align_clocks, load_trace, trace_samples)
 
 PERSONALITIES = ("opencl", "cuda", "metal")
 MIN_SAMPLES = 3
 MAX_GB_PER_S = 1e6  # a fitted slope ≤ 0 (no measurable bandwidth term) becomes this rate
-TRANSFERS = ("fill", "copy", "update")
-TIMED_KINDS = ("fill", "copy", "update", "dispatch", "execute")  # ops with device timestamps
-
-
-LAUNCH_GROUPS = ["launch:device", "launch:issue", "launch:host"]
-
-
-class CalibrationError(Exception):
-    """A parameter cannot be fitted (too few samples, degenerate design) or an input is unusable."""
 
 
 @dataclass
@@ -108,241 +108,26 @@ class Calibration:
         self.model.save(path)
 
 
-class Samples:
-    """Rows of named linear systems: ``add(group, x_row, y)``."""
-
-    def __init__(self):
-        self.rows: dict[str, tuple[list, list]] = {}
-
-    def add(self, group: str, x: Iterable[float], y: float) -> None:
-        xs, ys = self.rows.setdefault(group, ([], []))
-        xs.append([float(v) for v in x])
-        ys.append(float(y))
-
-    def extend(self, other: "Samples") -> None:
-        for g, (xs, ys) in other.rows.items():
-            mine = self.rows.setdefault(g, ([], []))
-            mine[0].extend(xs)
-            mine[1].extend(ys)
-
-    def count(self, group: str) -> int:
-        return len(self.rows.get(group, ((), ()))[1])
+def _device_class(personality: str):
+    if personality not in PERSONALITIES:
+        raise CalibrationError(f"unknown personality {personality!r} (one of: {', '.join(PERSONALITIES)})")
+    module = importlib.import_module(f"halsim.sim.personalities.{personality}")
+    for obj in vars(module).values():
+        if isinstance(obj, type) and getattr(obj, "personality", None) == personality and \
+                isinstance(getattr(obj, "cost_defaults", None), dict):
+            return obj
+    return None
 
 
 def personality_defaults(personality: str) -> CostModel:
     """``DEFAULTS`` with the personality's ``cost_defaults`` over them."""
-    if personality not in PERSONALITIES:
-        raise CalibrationError(f"unknown personality {personality!r} (one of: {', '.join(PERSONALITIES)})")
-    module = importlib.import_module(f"halsim.sim.personalities.{personality}")
-    over = {}
-    for obj in vars(module).values():
-        if isinstance(obj, type) and getattr(obj, "personality", None) == personality and \
-                isinstance(getattr(obj, "cost_defaults", None), dict):
-            over = obj.cost_defaults
-            break
-    return CostModel.from_dict(over)
+    cls = _device_class(personality)
+    return CostModel.from_dict(cls.cost_defaults if cls is not None else {})
 
 
-# -- samples from traces ------------------------------------------------------------------------------
-
-def load_trace(path: str | os.PathLike) -> Trace:
-    """``Trace.load`` with every failure as one CalibrationError line."""
-    try:
-        trace = Trace.load(path)
-        for _ in trace:  # a streamed reader validates lines lazily
-            pass
-        return trace
-    except Exception as e:  # noqa: BLE001 - TraceFormatError, OSError, JSON errors: one line
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise CalibrationError(f"{os.fspath(path)}: not a readable trace: {msg}") from None
-
-
-def _first_reaching(signals: dict, sem: str, value: int):
-    """The first signal event of ``sem`` with value ≥ ``value`` (signals are in value order)."""
-    lst = signals.get(sem)
-    if not lst:
-        return None
-    i = bisect_left([v for v, _t, _c in lst], value)
-    return lst[i] if i < len(lst) else None
-
-
-def align_clocks(events: list[dict]) -> tuple[list[dict], int]:
-    """Shift device timestamps (``cmd``, ``op_done`` of ops that have commands) by the smallest amount
-    that makes the trace causal: no op starts before the worker began issuing it, none signals
-    before it ended. Real backends map device clocks onto the host clock by an offset measured once
-    per device (PoCL: one marker), which can be off by hundreds of µs; a simulated trace is causal
-    already (shift 0). Returns (events, shift in ns).
-
-    >>> ev = [{"ev": "op", "op": "0:0", "t": 0}, {"ev": "issue", "op": "0:0", "start": 100, "t": 150},
-    ...       {"ev": "cmd", "op": "0:0", "start": 40, "t": 60}, {"ev": "op_done", "op": "0:0", "start": 40, "t": 60},
-    ...       {"ev": "signal", "op": None, "cause": "0:0", "t": 300}]
-    >>> align_clocks(ev)[1]
-    60
-    """
-    issue_start = {e["op"]: e["start"] for e in events if e.get("ev") == "issue"}
-    timed = {e["op"] for e in events if e.get("ev") == "cmd" and e.get("start") is not None}
-    first_signal: dict = {}
-    lo, hi = None, None
-    for e in events:
-        if e.get("ev") == "signal":
-            first_signal.setdefault(e.get("cause"), e["t"])
-    for e in events:
-        if e.get("ev") == "op_done" and e["op"] in timed and e.get("start") is not None and not e.get("status"):
-            if e["op"] in issue_start:
-                gap = issue_start[e["op"]] - e["start"]
-                lo = gap if lo is None else max(lo, gap)
-            if e["op"] in first_signal:
-                gap = first_signal[e["op"]] - e["t"]
-                hi = gap if hi is None else min(hi, gap)
-    delta = 0
-    if lo is not None and lo > 0:
-        delta = lo
-    elif hi is not None and hi < 0:
-        delta = hi
-    if not delta:
-        return events, 0
-    out = []
-    for e in events:
-        if e.get("ev") in ("cmd", "op_done") and e.get("op") in timed:
-            e = dict(e, t=e["t"] + delta)
-            if e.get("start") is not None:
-                e["start"] += delta
-        out.append(e)
-    return out, delta
-
-
-def trace_samples(trace) -> Samples:
-    """Every sample the fitter uses, from one trace (a ``Trace`` or a list of event dicts)."""
-    events = list(trace)
-    s = Samples()
-    ops, order = {}, []
-    issues, signals, first_signal = {}, {}, {}
-    by_op_cmds: dict[str, list] = {}
-    host_waits, host_calls = [], {}
-    for e in events:
-        ev = e.get("ev")
-        if ev == "op":
-            ops[e["op"]] = dict(e)
-            order.append(e["op"])
-        elif ev == "op_done":
-            if e["op"] in ops:
-                ops[e["op"]].update({k: e.get(k) for k in ("ready", "start", "track", "status")}, end=e["t"])
-        elif ev == "issue":
-            issues[e["op"]] = e
-        elif ev == "signal":
-            signals.setdefault(e["sem"], []).append((e["value"], e["t"], e.get("cause")))
-            first_signal.setdefault(e.get("cause"), e["t"])
-            cause = str(e.get("cause") or "")
-            if cause.startswith("host:") and cause[5:].isdigit():
-                host_calls.setdefault(int(cause[5:]), []).append(e["t"])
-        elif ev == "cmd":
-            by_op_cmds.setdefault(e["op"], []).append(e)
-        elif ev == "host_wait":
-            host_waits.append(e)
-        elif ev in ("semaphore", "buffer", "command_buffer", "executable") and e.get("thread") is not None:
-            host_calls.setdefault(e["thread"], []).append(e["t"])
-    for lst in signals.values():
-        lst.sort()
-
-    # Commands: transfers and dispatches.
-    for op_id, cmds in by_op_cmds.items():
-        for c in cmds:
-            if c.get("status") or c.get("start") is None:
-                continue
-            dur = c["t"] - c["start"]
-            kind = c.get("kind")
-            if kind in TRANSFERS:
-                nbytes = c["access"][-1][2] if c.get("access") else 0
-                if nbytes == 0 and dur == 0:
-                    continue  # no API work (an empty transfer)
-                s.add(f"transfer:{kind}", [1.0, nbytes], dur)
-            elif kind == "dispatch" and c.get("workgroups") is not None:
-                x, y, z = c["workgroups"]
-                kernel = c.get("entry")
-                s.add(f"dispatch:{kernel}", [1.0, x * y * z] + [float(v) for v in c.get("constants") or ()], dur)
-
-    ok = {i: o for i, o in ops.items() if o.get("status") == 0 and o.get("end") is not None}
-
-    # Issue path and worker wake.
-    wait_starts: dict = {}
-    for w in host_waits:
-        wait_starts.setdefault(w.get("thread"), []).append(w["start"])
-    prev_issue_end = None
-    for e in sorted(issues.values(), key=lambda e: e["start"]):
-        op = ops.get(e["op"])
-        if op is None:
-            continue
-        s.add("issue", [1.0, e.get("events", 0), len(op.get("signal") or ())], e["t"] - e["start"])
-        if (prev_issue_end is None or prev_issue_end <= op["t"]) and \
-                any(op["t"] <= w <= e["start"] for w in wait_starts.get(op.get("thread"), ())):
-            # the worker was idle and the submitting thread blocked in a host wait before the issue
-            # began: a wake-up. (While the host thread still runs Python, a Python engine's worker
-            # waits for the interpreter lock instead — not a wake-up, not in the model.)
-            s.add("wake:issue", [1.0], e["start"] - op["t"])
-        prev_issue_end = e["t"] if prev_issue_end is None else max(prev_issue_end, e["t"])
-
-    # Launch: start − when the op could start.
-    last_end: dict = {}
-    for op_id in sorted((i for i in ok if i in issues and ok[i]["kind"] in TIMED_KINDS and by_op_cmds.get(i)),
-                        key=lambda i: ok[i]["start"]):
-        op = ok[op_id]
-        ready, by = issues[op_id]["t"], "issue"
-        if op.get("queue") in last_end and last_end[op["queue"]] > ready:
-            ready, by = last_end[op["queue"]], "device"
-        for sem, value in op.get("wait") or ():
-            got = _first_reaching(signals, sem, value)
-            if got is None:
-                continue
-            _v, t, cause = got
-            producer = ok.get(cause)
-            if producer is not None and producer.get("start") is not None and producer["kind"] in TIMED_KINDS:
-                if producer["end"] > ready:
-                    ready, by = producer["end"], "device"
-            elif t > ready:
-                ready, by = t, "host"
-        # "device": the op waited for a device predecessor (in-order queue, a wait event); "issue"
-        # and "host": for its issue or a host signal (a user event).
-        s.add(f"launch:{by}", [1.0], op["start"] - ready)
-        last_end[op.get("queue")] = max(last_end.get(op.get("queue"), op["end"]), op["end"])
-
-    # Completion path: first signal of a timed op − its end, when the path was idle.
-    done = sorted((first_signal[i], i) for i in ok if i in first_signal and ok[i]["kind"] in TIMED_KINDS
-                  and by_op_cmds.get(i))
-    prev = None
-    for t, op_id in done:
-        end = ok[op_id]["end"]
-        if prev is None or prev <= end:
-            s.add("host_fn", [1.0], t - end)
-        prev = t
-
-    # Host wakes: blocked host waits.
-    for w in host_waits:
-        if w.get("status"):
-            continue
-        times = []
-        for sem, value in w.get("wait") or ():
-            got = _first_reaching(signals, sem, value)
-            times.append(None if got is None else got[1])
-        if not times or any(t is None for t in times) and w.get("mode") != "any":
-            continue
-        times = [t for t in times if t is not None]
-        sat = min(times) if w.get("mode") == "any" else max(times)
-        if sat > w["start"]:
-            s.add("wake:host", [1.0], w["t"] - sat)
-
-    # Submission: consecutive queue calls of one thread with no other host call between them.
-    per_thread: dict = {}
-    for op_id in order:
-        per_thread.setdefault(ops[op_id].get("thread"), []).append(ops[op_id]["t"])
-    for thread, ts in per_thread.items():
-        others = sorted(host_calls.get(thread, []) + [w["start"] for w in host_waits if w.get("thread") == thread]
-                        + [w["t"] for w in host_waits if w.get("thread") == thread])
-        for a, b in zip(ts, ts[1:]):
-            i = bisect_left(others, a)
-            if i < len(others) and others[i] <= b:
-                continue
-            s.add("submit", [1.0], b - a)
-    return s
+def inline_issue(personality: str) -> bool:
+    """Whether the personality's queue calls issue on the calling thread (its host pays the issue)."""
+    return bool(getattr(_device_class(personality), "inline_issue", False))
 
 
 # -- fitting --------------------------------------------------------------------------------------------
@@ -381,6 +166,7 @@ class _Fitter:
     def __init__(self, samples: Samples, personality: str, partial: bool, trim: float | None = None):
         self.trim = trim
         self._dropped = 0
+        self._zeroed: set[int] = set()
         self.samples = samples
         self.personality = personality
         self.partial = partial
@@ -391,8 +177,27 @@ class _Fitter:
         self.kept: list[str] = []
 
     def lstsq(self, X, y):
-        coef, res, self._dropped = _lstsq(X, y, self.trim)
+        """Least squares with every coefficient >= 0: a negative one is fixed at 0 and the others
+        refitted (the most negative first) — clamping it afterwards would bias the others, e.g. a
+        negative per-wait cost clamped to 0 adds that much to every op that waits."""
+        cols = list(range(X.shape[1]))
+        self._zeroed = set()
+        while True:
+            sub, res, self._dropped = _lstsq(X[:, cols], y, self.trim)
+            negative = [(v, c) for v, c in zip(sub, cols) if v < 0]
+            if not negative or len(cols) == 1:
+                break
+            worst = min(negative)[1]
+            cols.remove(worst)
+            self._zeroed.add(worst)
+        coef = np.zeros(X.shape[1])
+        coef[cols] = sub
         return coef, res
+
+    def negative(self, column: int, value: float) -> str:
+        if column in self._zeroed:
+            return "negative fit: fixed at 0, the others refitted"
+        return "clamped to 0" if value < 0 else ""
 
     def param(self, p: Fitted) -> None:
         if self._dropped:
@@ -462,7 +267,7 @@ class _Fitter:
         gbps = 1.0 / slope if slope > 1.0 / MAX_GB_PER_S else MAX_GB_PER_S
         self.doc[lat] = self.ns(latency)
         self.doc[rate] = float(f"{gbps:.6g}")  # the raw fit is in params
-        self.param(Fitted(lat, latency, res, len(y), "clamped to 0" if latency < 0 else ""))
+        self.param(Fitted(lat, latency, res, len(y), self.negative(0, latency)))
         self.param(Fitted(rate, gbps, res, len(y), "no measurable bandwidth term" if slope <= 1.0 / MAX_GB_PER_S
                                   else ""))
 
@@ -512,19 +317,22 @@ class _Fitter:
         for c, v in zip(keep, coef):
             field_name = names[c].rsplit(".", 1)[1]
             entry[field_name] = self.ns(v)
-            self.param(Fitted(names[c], float(v), res, len(y), "clamped to 0" if v < 0 else ""))
+            self.param(Fitted(names[c], float(v), res, len(y), self.negative(keep.index(c), v)))
         self.kernels[kernel] = entry
 
     def issue(self) -> None:
         per_signal = "event_create_ns" if self.personality == "opencl" else "event_record_ns"
-        names = ["commit_ns", "event_wait_ns", per_signal]
+        names = ["commit_ns", "event_wait_ns", per_signal, "dispatch_commit_ns"]
         if self.too_few("issue", names, "issue events"):
             return
         X, y = self.rows("issue")
         keep, fixed = [0], {}
-        for c, name in ((1, "event_wait_ns"), (2, per_signal)):
-            if np.ptp(X[:, c]) == 0:
-                what = "wait-event count" if c == 1 else "signal count"
+        for c, name in ((1, "event_wait_ns"), (2, per_signal), (3, "dispatch_commit_ns")):
+            if c == 3 and not X[:, 3].any():  # no dispatches: nothing to fit it from
+                self.kept.append("dispatch_commit_ns (no dispatches issued)")
+                fixed[c] = self.base.dispatch_commit_ns
+            elif np.ptp(X[:, c]) == 0:
+                what = {1: "wait-event count", 2: "signal count", 3: "dispatch count"}[c]
                 self.refuse_or_keep(["commit_ns", name], f"degenerate design: all {len(y)} issued ops have the same "
                                     f"{what} ({int(X[0, c])}): cannot separate commit_ns from {name}", kept=[name])
                 fixed[c] = getattr(self.base, name)
@@ -534,9 +342,48 @@ class _Fitter:
         coef, res = self.lstsq(X[:, keep], y_adj)
         for c, v in zip(keep, coef):
             self.doc[names[c]] = self.ns(v)
-            self.param(Fitted(names[c], float(v), res, len(y), "clamped to 0" if v < 0 else ""))
+            self.param(Fitted(names[c], float(v), res, len(y), self.negative(keep.index(c), v)))
         if self.personality == "opencl" and 2 in keep:
             self.doc["event_record_ns"] = 0  # inside event_create_ns (and launch_ns on the device)
+
+    def launch(self) -> None:
+        """``launch_ns`` after the issue group: an op issued ready is launched before its signal events
+        are recorded (the model's issue), so its sample is start − (issue end − per-signal cost ·
+        signals)."""
+        doc = {**self.base.to_dict(), **self.doc}
+        per_signal = doc["event_record_ns"] + doc["event_create_ns"]
+        ys = []
+        for group in LAUNCH_GROUPS:
+            X, y = self.rows(group)
+            if len(y):
+                ys.append(y + per_signal * X[:, 1])
+        n = sum(len(y) for y in ys)
+        if n == 0:
+            self.kept.append("launch_ns (no launch samples (timed ops))")
+            return
+        if n < MIN_SAMPLES:
+            self.refuse_or_keep(["launch_ns"], f"too few samples: {n} launch samples (timed ops) (need {MIN_SAMPLES})")
+            return
+        y = np.concatenate(ys)
+        coef, res = self.lstsq(np.ones((n, 1)), y)
+        self.doc["launch_ns"] = self.ns(coef[0])
+        self.param(Fitted("launch_ns", float(coef[0]), res, n, "clamped to 0" if coef[0] < 0 else ""))
+
+    def concurrency(self) -> None:
+        """``device_concurrency``: the most queues seen running at once (the median over traces: PoCL
+        now and then overlaps two queues' kernels on its threads), if ops waited for another queue's op
+        (at least MIN_SAMPLES of them); else every queue runs as if alone (0)."""
+        X, y = self.rows("queues")
+        if not len(y):
+            self.kept.append("device_concurrency (no traces with more than one queue)")
+            return
+        waited = int(X[:, 2].sum())
+        most, queues = int(np.percentile(y, 50, method="lower")), int(X[:, 1].max())
+        value = most if waited >= MIN_SAMPLES and most < queues else 0
+        self.doc["device_concurrency"] = value
+        self.params.append(Fitted("device_concurrency", float(value), 0.0, len(y),
+                                  f"most queues running at once: median {most} of {queues} (max {int(y.max())}); "
+                                  f"{waited} ops waited for another queue's op"))
 
     def run(self) -> Calibration:
         for kind in TRANSFERS:
@@ -544,19 +391,26 @@ class _Fitter:
         kernels = sorted(g.split(":", 1)[1] for g in self.samples.rows if g.startswith("dispatch:"))
         for k in kernels:
             self.dispatch(k)
-        self.constant(LAUNCH_GROUPS, "launch_ns", "launch samples (timed ops)")
         self.issue()
-        self.constant(["host_fn"], "host_fn_ns", "completion samples (op end → signal)")
+        self.launch()
+        self.concurrency()
+        # completions the host waited for; all completions when there are too few of those
+        host_fn = ["host_fn"] if self.samples.count("host_fn") >= MIN_SAMPLES else ["host_fn", "host_fn:host_busy"]
+        self.constant(host_fn, "host_fn_ns", "completion samples (op end → signal)")
         self.constant(["wake:host", "wake:issue"], "wake_ns", "wake samples (blocked host waits, idle-worker issues)")
         n = self.samples.count("submit")
         if n:
-            ys = np.array(self.samples.rows["submit"][1]) - self.base.host_api_ns
+            X, ys = self.rows("submit")
+            ys = ys - self.base.host_api_ns
+            if inline_issue(self.personality):  # the host thread issued (column 1: that issue's duration)
+                ys = ys - X[:, 1]
             if n < MIN_SAMPLES:
                 self.refuse_or_keep(["submit_ns"], f"too few samples: {n} consecutive queue calls (need {MIN_SAMPLES})")
             else:
                 coef, res = self.lstsq(np.ones((n, 1)), ys)
                 self.doc["submit_ns"] = self.ns(coef[0])
-                self.param(Fitted("submit_ns", float(coef[0]), res, n, "gap − host_api_ns"))
+                note = "gap − host_api_ns" + (" − inline issue" if inline_issue(self.personality) else "")
+                self.param(Fitted("submit_ns", float(coef[0]), res, n, note))
         else:
             self.kept.append("submit_ns (no consecutive queue calls)")
         doc = dict(self.doc)

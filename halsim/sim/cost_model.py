@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "dealloca_ns": 500,
     # Driver-model fields (used by the personalities that model the mechanism; others ignore them).
     "commit_ns": 2_000,
+    "dispatch_commit_ns": 0,
     "encoder_switch_ns": 1_000,
     "event_record_ns": 500,
     "event_wait_ns": 500,
@@ -57,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "listener_ns": 15_000,
     "completion_ns": 5_000,
     "host_fn_ns": 8_000,
+    "device_concurrency": 0,
     "kernels": {
         "spin": {"base_ns": 4_000, "per_workgroup_ns": 0, "per_unit_ns": 1, "unit_constant": 0},
     },
@@ -125,6 +127,7 @@ class CostModel:
     alloca_ns: int = DEFAULTS["alloca_ns"]
     dealloca_ns: int = DEFAULTS["dealloca_ns"]
     commit_ns: int = DEFAULTS["commit_ns"]
+    dispatch_commit_ns: int = DEFAULTS["dispatch_commit_ns"]
     encoder_switch_ns: int = DEFAULTS["encoder_switch_ns"]
     event_record_ns: int = DEFAULTS["event_record_ns"]
     event_wait_ns: int = DEFAULTS["event_wait_ns"]
@@ -133,6 +136,7 @@ class CostModel:
     listener_ns: int = DEFAULTS["listener_ns"]
     completion_ns: int = DEFAULTS["completion_ns"]
     host_fn_ns: int = DEFAULTS["host_fn_ns"]
+    device_concurrency: int = DEFAULTS["device_concurrency"]
     kernels: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: {k: dict(KERNEL_FIELDS, **v) for k, v in DEFAULTS["kernels"].items()})
 

@@ -33,7 +33,7 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
 >>> dev.queue_barrier([], [(a, 1)])             # ready: issued past the pending one
 >>> b.wait(1)
 >>> [(e["op"], e["t"]) for e in dev.trace.events("issue")]
-[('0:1', 6900), ('0:0', 22900)]
+[('0:1', 6900), ('0:0', 22400)]
 >>> dev.close()
 """
 
@@ -42,6 +42,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from heapq import heappop, heappush
+
+import simpy
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
@@ -73,11 +75,12 @@ class NativeEvent:
 class Action:
     """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
 
-    __slots__ = ("op", "seq", "waits", "events", "signal_events")
+    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns")
 
     def __init__(self, op: QueueOp, seq: int):
         self.op = op
         self.seq = seq
+        self.issue_ns: int | None = None  # inline issue: fixed (and charged to the host) at the queue call
         self.waits = list(op.wait)      # not yet resolved, in list order
         self.events: list[NativeEvent] = []
         self.signal_events: list[NativeEvent] = []
@@ -134,6 +137,7 @@ class StreamDevice(SimDevice):
     event_name = "native_event"   # trace event name for event-pool activity
     stream_name = "stream"
     callback_per_stream = True    # CUDA: a callback stream per queue; OpenCL: one callback thread
+    inline_issue = False          # the submitting thread issues what its queue call made ready
 
     def __init__(self, uri: str, options: dict | None = None):
         super().__init__(uri, options)
@@ -160,6 +164,9 @@ class StreamDevice(SimDevice):
         self._worker_busy = False
         self._worker_track = self.recorder.track("worker", "issue worker")
         shared = None if self.callback_per_stream else self.recorder.track("host", "event callbacks")
+        # cost model device_concurrency: how many queues' operations run at once (0: each as if alone)
+        n = self.cost.device_concurrency
+        self._engine = simpy.Resource(self.env, n) if n and n < self.queue_count else None
         self._streams = []
         for i in range(self.queue_count):
             track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
@@ -174,6 +181,12 @@ class StreamDevice(SimDevice):
     def _schedule(self, op: QueueOp) -> None:
         action = Action(op, self._seq)
         self._seq += 1
+        if self.inline_issue and not self.threads.in_sim():
+            # The real engine issues on the calling thread when its worker is idle (Adapter.inline_issue):
+            # the queue call returns after the issue. Waits not reached now are counted as events.
+            events = sum(1 for sem, value in op.wait if sem.poll(value) is not True)
+            action.issue_ns = self._issue_ns(op, events, len(op.signal))
+            self.threads.charge(action.issue_ns)
         self._arriving += 1
         self.env.timeout(max(0, op.enqueue_t - self.env.now)).callbacks.append(lambda _ev: self._arrive(action))
 
@@ -247,8 +260,11 @@ class StreamDevice(SimDevice):
             self._fail_all_pending()
             return
         if ready:
+            if ready[0].issue_ns is not None and not self._worker_busy and not self._worker:
+                self._worker_busy = True  # issuing inline (no wake-up); the worker takes the rest
+                self._issue(ready.pop(0))
             self._worker.extend(ready)
-            if not self._worker_busy:
+            if ready and not self._worker_busy:
                 self._worker_busy = True
                 self.env.timeout(self.cost.wake_ns).callbacks.append(lambda _ev: self._issue_next())
 
@@ -323,33 +339,51 @@ class StreamDevice(SimDevice):
 
     # -- the worker thread: issue ready actions -------------------------------------------------------
 
+    def _issue_ns(self, op: QueueOp, events: int, created: int) -> int:
+        """Issue cost: launch (``commit_ns``, plus ``dispatch_commit_ns`` per dispatch: binding its
+        arguments), a wait per event, and per signal an event recorded (``created`` of them new)."""
+        cost = self.cost
+        ns = cost.commit_ns + cost.event_wait_ns * events + (cost.event_record_ns * len(op.signal)
+                                                              + cost.event_create_ns * created)
+        if cost.dispatch_commit_ns and op.commands:
+            ns += cost.dispatch_commit_ns * sum(1 for cmd in op.commands if cmd.kind == "dispatch")
+        return ns
+
     def _issue_next(self) -> None:
         if not self._worker:
             self._worker_busy = False
             return
-        action = self._worker.popleft()
-        cost = self.cost
+        self._issue(self._worker.popleft())
+
+    def _issue(self, action: Action) -> None:
+        """Issue one action (the worker, or the submitting thread inline), then the worker's next."""
         start = self.env.now
-        ns = cost.commit_ns + cost.event_wait_ns * len(action.events)
+        created = 0
         for sem, value in action.op.signal:
             pooled = self._acquire()
-            ns += cost.event_record_ns + (0 if pooled else cost.event_create_ns)
+            created += not pooled
             event = NativeEvent("signal", sem.id, value, action, self.env.event(), pooled)
             action.signal_events.append(event)
             self._native("acquire", event)
+        ns = action.issue_ns
+        if ns is None:
+            ns = self._issue_ns(action.op, len(action.events), created)
+        # The work is launched first and its signal events recorded after it (IREE: the graph launch,
+        # then cuEventRecord per signal), so the stream may start it before the issue ends.
+        markers = self.cost.event_record_ns * len(action.op.signal) + self.cost.event_create_ns * created
+        launched = self.env.timeout(max(0, ns - markers))
+        launched.callbacks.append(lambda _ev: self._streams[action.op.queue].fifo.push(action))
 
         def issued(_ev):
             op = action.op
             self.recorder.emit({"ev": "issue", "t": self.env.now, "op": op.id, "start": start,
                                 "track": self._worker_track, "events": len(action.events)})
-            for event in action.signal_events:
+            for event in action.signal_events:  # () when the op already completed and was cleaned up
                 recorded = self._recorded.get(event.sem)
                 if recorded is None:
                     recorded = self._recorded[event.sem] = Recorded()
                 recorded.add(event)
                 self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
-            stream = self._streams[op.queue]
-            stream.fifo.push(action)
             self._issue_next()
         self.env.timeout(ns).callbacks.append(issued)
 
@@ -406,6 +440,10 @@ class StreamDevice(SimDevice):
             elif op.kind == "host_call":  # the function runs in the completion callback
                 op.start_t = op.end_t = env.now
             else:
+                engine = self._engine
+                if engine is not None:  # a device that runs one queue's op at a time (PoCL's CPU device)
+                    slot = engine.request()
+                    yield slot
                 op.start_t = env.now + self.cost.launch_ns
                 body = timed_body(self, op, stream.track, at=op.start_t)
                 while True:
@@ -421,6 +459,8 @@ class StreamDevice(SimDevice):
                 if op.signal and self.cost.event_record_ns:
                     yield env.timeout(self.cost.event_record_ns * len(op.signal))
                 op.end_t = env.now
+                if engine is not None:
+                    engine.release(slot)
             stream.fifo.popleft()
             for event in action.signal_events:
                 event.done.succeed(error)

@@ -48,10 +48,11 @@ def synthetic_events(p=TRUE):
         events.append({"ev": "op", "t": t, "op": op_id, "kind": kind, "thread": 0, "queue": 0, "wait": wait,
                        "signal": signal})
         issue_start = t + p["wake_ns"]
-        issue_end = issue_start + p["commit_ns"] + p["event_wait_ns"] * waits + p["event_create_ns"] * signals
+        launched = issue_start + p["commit_ns"] + p["event_wait_ns"] * waits  # then the signal events
+        issue_end = launched + p["event_create_ns"] * signals
         events.append({"ev": "issue", "t": issue_end, "op": op_id, "start": issue_start, "track": 1,
                        "events": waits})
-        start = issue_end + p["launch_ns"]
+        start = launched + p["launch_ns"]
         end = start + round(dur)
         assert end - start == dur  # integral by construction: exact recovery is possible
         events.append(dict(cmd, ev="cmd", t=end, op=op_id, index=0, start=start, track=0))
@@ -205,7 +206,8 @@ def test_align_clocks_shifts_a_real_trace_to_causal():
             e = dict(e, t=e["t"] - 300_000, start=e["start"] - 300_000)
         early.append(e)
     fixed, shift = align_clocks(early)
-    # the smallest causal shift: no op starts before its issue started (the shortest issue: 3100 ns)
-    assert shift == 300_000 - 1234 - (2000 + 1100)
+    # the smallest causal shift: no op starts before its issue started (the earliest start: an op with
+    # no wait events, launched after commit 2000, then launch 1234)
+    assert shift == 300_000 - 1234 - 2000
     assert align_clocks(synthetic_events())[1] == 0
     assert fit([early]).model.fill_gb_per_s == 4.0  # durations do not move

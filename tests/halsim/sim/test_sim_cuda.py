@@ -23,12 +23,14 @@ def test_a_ready_action_is_issued_past_an_earlier_pending_one(make):
     dev.queue_barrier([(gate, 1)], [(a, 1)])   # 0:0 pending: nothing recorded an event for gate
     dev.queue_barrier([], [(b, 1)])            # 0:1 ready: issued past 0:0
     b.wait(1, WAIT)
-    assert (dev.now(), a.query()) == (1180, 0)  # callback at 175 + 1000 host_fn, +5 wake
-    gate.signal(1)                              # host signal at 1180: a scan issues 0:0
+    # 0:1 is launched at 105 (wake 5 + commit 100; its event is recorded after: 10), runs 155-165 (launch
+    # 50, the record 10 on the stream); callback at 165 + 1000 host_fn, +5 wake
+    assert (dev.now(), a.query()) == (1170, 0)
+    gate.signal(1)                              # host signal at 1170: a scan issues 0:0
     a.wait(1, WAIT)
-    assert [(e["op"], e["start"], e["t"]) for e in evs(dev, "issue")] == [("0:1", 5, 115), ("0:0", 1185, 1295)]
+    assert [(e["op"], e["start"], e["t"]) for e in evs(dev, "issue")] == [("0:1", 5, 115), ("0:0", 1175, 1285)]
     assert [(o["op"], o["ready"], o["start"], o["end"]) for o in dev.trace.operations()] == [
-        ("0:0", 1295, 1345, 1355), ("0:1", 115, 165, 175)]
+        ("0:0", 1275, 1325, 1335), ("0:1", 105, 155, 165)]
 
 
 def test_consumer_before_producer_on_one_queue_costs_a_round_trip_not_a_deadlock(make):
@@ -141,10 +143,10 @@ def test_host_call_runs_on_the_callback_stream(make):
     seen = []
     dev.queue_host_call([], [(done, 1)], lambda args, ctx: seen.append(dev.now()), (1, 2, 3, 4))
     done.wait(1, WAIT)
-    # issue at 110 (wake 5 + commit 100 + one record 10 = 115), the GPU reaches it at once, then host_fn.
-    assert seen == [1115]
+    # launched at 105 (wake 5 + commit 100; the record 10 follows), the GPU reaches it at once, then host_fn.
+    assert seen == [1105]
     (op,) = dev.trace.operations()
-    assert (op["ready"], op["end"]) == (115, 1115)
+    assert (op["ready"], op["end"]) == (105, 1105)
 
 
 def test_event_pool_capacity_is_a_cuda_option(make):

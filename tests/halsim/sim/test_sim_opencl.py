@@ -40,14 +40,15 @@ def test_a_consumer_is_issued_at_once_and_runs_when_the_host_sets_its_user_event
     dev = make("opencl", queues=2, cost_model=COSTS)
     gate, done = dev.create_semaphore(), dev.create_semaphore()
     dev.queue_barrier([(gate, 1)], [(done, 1)], queue_affinity=1 << 1)
-    dev.sleep(0.000002)                         # 2 us: issued long before the host signals
-    gate.signal(1)                              # at 2000 ns
+    dev.sleep(0.000002)                         # the call returned after its issue (1130 ns), then 2 us
+    gate.signal(1)                              # at 3130 ns
     done.wait(1, WAIT)
     (issue,) = dev.trace.events("issue")
     (op,) = dev.trace.operations()
-    # wake 5 + commit 100 + one event wait 20 + create 1000 and record 10 the (unpooled) signal event
-    assert (issue["t"], issue["events"]) == (1135, 1)
-    assert (op["ready"], op["start"], op["end"]) == (2000, 2050, 2060)
+    # issued inline by the queue call (no worker wake-up): commit 100 + one event wait 20 + create 1000
+    # and record 10 the (unpooled) signal event
+    assert (issue["start"], issue["t"], issue["events"]) == (0, 1130, 1)
+    assert (op["ready"], op["start"], op["end"]) == (3130, 3180, 3190)
     events = [(e["action"], e["kind"], e["pooled"]) for e in dev.trace.events("cl_event")]
     assert events == [("acquire", "user", False), ("acquire", "signal", False),
                       ("release", "signal", False), ("release", "user", False)]
@@ -61,10 +62,12 @@ def test_one_callback_thread_serializes_completions_of_all_queues(make):
     b.wait(1, WAIT)
     signals = [(e["sem"], e["t"]) for e in dev.trace.events("signal")]
     ends = {o["op"]: o["end"] for o in dev.trace.operations()}
-    assert ends == {"0:0": 1175, "0:1": 2285}   # the worker issues one after the other (1110 ns each)
+    # Each queue call issues inline (1110 ns), then returns; the work is launched after commit 100,
+    # before its marker's event is created and recorded (1010): ends at launch + 50 + record 10.
+    assert ends == {"0:0": 160, "0:1": 1110 + 160}
     # One callback thread for both queues, one completion at a time: host_fn_ns each, and releasing
     # 0:0's (unpooled) event costs that thread event_destroy_ns before it can run 0:1's callback.
-    assert signals == [("s0", 2175), ("s1", 2175 + 500 + 1000)]
+    assert signals == [("s0", 1160), ("s1", 1160 + 500 + 1000)]
 
 
 def test_a_failed_user_event_fails_the_action_and_later_ones(make):
@@ -86,3 +89,43 @@ def test_opencl_has_no_event_pool_option(make):
     with pytest.raises(hal.HalError) as ei:
         make("opencl", event_pool_capacity=4)
     assert ei.value.code == S.INVALID_ARGUMENT
+
+
+def test_a_queue_call_issues_inline_and_returns_after_the_issue(make):
+    # As the opencl backend (Adapter.inline_issue): no worker wake-up, the host pays the issue, and a
+    # dispatch pays dispatch_commit_ns on top of commit_ns.
+    dev = make("opencl", cost_model=dict(COSTS, dispatch_commit_ns=300, submit_ns=7))
+    exe = dev.load_executable()
+    buf = dev.allocator.allocate_buffer(4096)
+    s = dev.create_semaphore()
+    dev.queue_fill([], [(s, 1)], buf, 0, 4096, 7, 4)
+    t1 = dev.now()
+    dev.queue_dispatch([(s, 1)], [(s, 2)], exe, "spin", (1, 1, 1), (10,), (hal.BufferRef(buf, 0, 4096),))
+    t2 = dev.now()
+    s.wait(2, WAIT)
+    # fill: submit 7, then commit 100 + its signal event (create 1000 + record 10)
+    # dispatch: submit 7, then commit 100 + dispatch 300 + one wait event 20 + create 1000 + record 10
+    assert (t1, t2) == (1117, 1117 + 7 + 1430)
+    issues = [(e["op"], e["start"], e["t"], e["events"]) for e in dev.trace.events("issue")]
+    assert issues == [("0:0", 7, 1117, 0), ("0:1", 1124, 2554, 1)]
+    # the dispatch waits on the fill's marker, recorded before it arrived: no user event
+    assert [e["kind"] for e in dev.trace.events("cl_event") if e["action"] == "acquire"] == ["signal", "signal"]
+
+
+# ready 2260, + launch 50; a fill is 2001 ns (64 bytes at 1e12 GB/s round up to 1 ns), + record 10
+@pytest.mark.parametrize("concurrency, starts", [(0, {"0:0": 2310, "0:1": 2310}),
+                                                 (1, {"0:0": 2310, "0:1": 2310 + 2011 + 50}),
+                                                 (2, {"0:0": 2310, "0:1": 2310})])
+def test_device_concurrency_runs_one_queue_at_a_time(make, concurrency, starts):
+    # Two queues' fills of 2000 ns, ready at once behind a host gate: with device_concurrency=1 (PoCL's
+    # CPU device) the second starts when the first ends; 0 (default) or >= queues: both at once.
+    dev = make("opencl", queues=2, cost_model=dict(COSTS, fill_latency_ns=2000, device_concurrency=concurrency))
+    buf = dev.allocator.allocate_buffer(4096)
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_fill([(gate, 1)], [(done, 1)], buf, 0, 64, 1, 1, queue_affinity=1 << 0)
+    dev.queue_fill([(gate, 1)], [(done, 2)], buf, 64, 64, 1, 1, queue_affinity=1 << 1)
+    gate.signal(1)  # at 2260: each call issued inline, 1130 ns (commit 100 + a wait event 20 + a signal 1010)
+    done.wait(2, WAIT)
+    ops = {o["op"]: o for o in dev.trace.operations()}
+    assert {k: o["ready"] for k, o in ops.items()} == {"0:0": 2260, "0:1": 2260}
+    assert {k: o["start"] for k, o in ops.items()} == starts

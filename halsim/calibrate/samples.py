@@ -1,0 +1,295 @@
+"""Samples for the cost-model fit, read from real-backend traces (``docs/accuracy.md``).
+
+:func:`trace_samples` turns one trace into rows of linear systems, by group (``transfer:fill``,
+``dispatch:axpy``, ``issue``, ``launch:device``, ``host_fn``, ``wake:host``, ``submit``, …);
+:mod:`.fit` solves them. :func:`align_clocks` first moves a real trace's device timestamps onto a
+causal host clock.
+
+>>> s = Samples()
+>>> s.add("submit", [1.0, 0.0], 1200)
+>>> s.count("submit"), s.rows["submit"]
+(1, ([[1.0, 0.0]], [1200.0]))
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from typing import Iterable
+
+from reference.trace import Trace
+
+TRANSFERS = ("fill", "copy", "update")
+TIMED_KINDS = ("fill", "copy", "update", "dispatch", "execute")  # ops with device timestamps
+LAUNCH_GROUPS = ["launch:device", "launch:issue", "launch:host"]
+
+
+class CalibrationError(Exception):
+    """A parameter cannot be fitted (too few samples, degenerate design) or an input is unusable."""
+
+    __module__ = "halsim.calibrate"  # where users import it from
+
+
+class Samples:
+    """Rows of named linear systems: ``add(group, x_row, y)``."""
+
+    def __init__(self):
+        self.rows: dict[str, tuple[list, list]] = {}
+
+    def add(self, group: str, x: Iterable[float], y: float) -> None:
+        xs, ys = self.rows.setdefault(group, ([], []))
+        xs.append([float(v) for v in x])
+        ys.append(float(y))
+
+    def extend(self, other: "Samples") -> None:
+        for g, (xs, ys) in other.rows.items():
+            mine = self.rows.setdefault(g, ([], []))
+            mine[0].extend(xs)
+            mine[1].extend(ys)
+
+    def count(self, group: str) -> int:
+        return len(self.rows.get(group, ((), ()))[1])
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """``Trace.load`` with every failure as one CalibrationError line."""
+    try:
+        trace = Trace.load(path)
+        for _ in trace:  # a streamed reader validates lines lazily
+            pass
+        return trace
+    except Exception as e:  # noqa: BLE001 - TraceFormatError, OSError, JSON errors: one line
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CalibrationError(f"{os.fspath(path)}: not a readable trace: {msg}") from None
+
+
+def _first_reaching(signals: dict, sem: str, value: int):
+    """The first signal event of ``sem`` with value ≥ ``value`` (signals are in value order)."""
+    lst = signals.get(sem)
+    if not lst:
+        return None
+    i = bisect_left([v for v, _t, _c in lst], value)
+    return lst[i] if i < len(lst) else None
+
+
+def align_clocks(events: list[dict]) -> tuple[list[dict], int]:
+    """Shift device timestamps (``cmd``, ``op_done`` of ops that have commands) by the smallest amount
+    that makes the trace causal: no op starts before the worker began issuing it, none signals
+    before it ended. Real backends map device clocks onto the host clock by an offset measured once
+    per device (PoCL: one marker), which can be off by hundreds of µs; a simulated trace is causal
+    already (shift 0). Returns (events, shift in ns).
+
+    >>> ev = [{"ev": "op", "op": "0:0", "t": 0}, {"ev": "issue", "op": "0:0", "start": 100, "t": 150},
+    ...       {"ev": "cmd", "op": "0:0", "start": 40, "t": 60}, {"ev": "op_done", "op": "0:0", "start": 40, "t": 60},
+    ...       {"ev": "signal", "op": None, "cause": "0:0", "t": 300}]
+    >>> align_clocks(ev)[1]
+    60
+    """
+    issue_start = {e["op"]: e["start"] for e in events if e.get("ev") == "issue"}
+    timed = {e["op"] for e in events if e.get("ev") == "cmd" and e.get("start") is not None}
+    first_signal: dict = {}
+    lo, hi = None, None
+    for e in events:
+        if e.get("ev") == "signal":
+            first_signal.setdefault(e.get("cause"), e["t"])
+    for e in events:
+        if e.get("ev") == "op_done" and e["op"] in timed and e.get("start") is not None and not e.get("status"):
+            if e["op"] in issue_start:
+                gap = issue_start[e["op"]] - e["start"]
+                lo = gap if lo is None else max(lo, gap)
+            if e["op"] in first_signal:
+                gap = first_signal[e["op"]] - e["t"]
+                hi = gap if hi is None else min(hi, gap)
+    delta = 0
+    if lo is not None and lo > 0:
+        delta = lo
+    elif hi is not None and hi < 0:
+        delta = hi
+    if not delta:
+        return events, 0
+    out = []
+    for e in events:
+        if e.get("ev") in ("cmd", "op_done") and e.get("op") in timed:
+            e = dict(e, t=e["t"] + delta)
+            if e.get("start") is not None:
+                e["start"] += delta
+        out.append(e)
+    return out, delta
+
+
+def _most_queues_at_once(spans) -> int:
+    """The most distinct queues with an op running at one instant (spans: (start, end, queue))."""
+    edges = sorted([(st, 1, q) for st, e, q in spans if e > st] + [(e, -1, q) for st, e, q in spans if e > st],
+                   key=lambda x: (x[0], x[1]))  # an end before a start at the same instant
+    running: dict = {}
+    most = 0
+    for _t, d, q in edges:
+        running[q] = running.get(q, 0) + d
+        most = max(most, sum(1 for n in running.values() if n > 0))
+    return most
+
+
+def trace_samples(trace) -> Samples:
+    """Every sample the fitter uses, from one trace (a ``Trace`` or a list of event dicts)."""
+    events = list(trace)
+    s = Samples()
+    ops, order = {}, []
+    issues, signals, first_signal = {}, {}, {}
+    by_op_cmds: dict[str, list] = {}
+    host_waits, host_calls = [], {}
+    for e in events:
+        ev = e.get("ev")
+        if ev == "op":
+            ops[e["op"]] = dict(e)
+            order.append(e["op"])
+        elif ev == "op_done":
+            if e["op"] in ops:
+                ops[e["op"]].update({k: e.get(k) for k in ("ready", "start", "track", "status")}, end=e["t"])
+        elif ev == "issue":
+            issues[e["op"]] = e
+        elif ev == "signal":
+            signals.setdefault(e["sem"], []).append((e["value"], e["t"], e.get("cause")))
+            first_signal.setdefault(e.get("cause"), e["t"])
+            cause = str(e.get("cause") or "")
+            if cause.startswith("host:") and cause[5:].isdigit():
+                host_calls.setdefault(int(cause[5:]), []).append(e["t"])
+        elif ev == "cmd":
+            by_op_cmds.setdefault(e["op"], []).append(e)
+        elif ev == "host_wait":
+            host_waits.append(e)
+        elif ev in ("semaphore", "buffer", "command_buffer", "executable") and e.get("thread") is not None:
+            host_calls.setdefault(e["thread"], []).append(e["t"])
+    for lst in signals.values():
+        lst.sort()
+
+    # Commands: transfers and dispatches.
+    for op_id, cmds in by_op_cmds.items():
+        for c in cmds:
+            if c.get("status") or c.get("start") is None:
+                continue
+            dur = c["t"] - c["start"]
+            kind = c.get("kind")
+            if kind in TRANSFERS:
+                nbytes = c["access"][-1][2] if c.get("access") else 0
+                if nbytes == 0 and dur == 0:
+                    continue  # no API work (an empty transfer)
+                s.add(f"transfer:{kind}", [1.0, nbytes], dur)
+            elif kind == "dispatch" and c.get("workgroups") is not None:
+                x, y, z = c["workgroups"]
+                kernel = c.get("entry")
+                s.add(f"dispatch:{kernel}", [1.0, x * y * z] + [float(v) for v in c.get("constants") or ()], dur)
+
+    ok = {i: o for i, o in ops.items() if o.get("status") == 0 and o.get("end") is not None}
+
+    # Issue path and worker wake.
+    wait_starts: dict = {}
+    for w in host_waits:
+        wait_starts.setdefault(w.get("thread"), []).append(w["start"])
+    prev_issue_end = None
+    for e in sorted(issues.values(), key=lambda e: e["start"]):
+        op = ops.get(e["op"])
+        if op is None:
+            continue
+        dispatches = sum(1 for c in by_op_cmds.get(e["op"], ()) if c.get("kind") == "dispatch")
+        s.add("issue", [1.0, e.get("events", 0), len(op.get("signal") or ()), dispatches], e["t"] - e["start"])
+        if (prev_issue_end is None or prev_issue_end <= op["t"]) and \
+                any(op["t"] <= w <= e["start"] for w in wait_starts.get(op.get("thread"), ())):
+            # the worker was idle and the submitting thread blocked in a host wait before the issue
+            # began: a wake-up. (While the host thread still runs Python, a Python engine's worker
+            # waits for the interpreter lock instead — not a wake-up, not in the model.)
+            s.add("wake:issue", [1.0], e["start"] - op["t"])
+        prev_issue_end = e["t"] if prev_issue_end is None else max(prev_issue_end, e["t"])
+
+    # Queues sharing the device: the most queues seen running at once, when there was contention.
+    timed = sorted((i for i in ok if i in issues and ok[i]["kind"] in TIMED_KINDS and by_op_cmds.get(i)),
+                   key=lambda i: ok[i]["start"])
+    spans = [(ok[i]["start"], ok[i]["end"], ok[i].get("queue")) for i in timed]
+    queues_used = len({q for _s, _e, q in spans})
+    serial = queues_used > 1 and _most_queues_at_once(spans) == 1
+
+    # Launch: start − when the op could start.
+    last_end: dict = {}
+    waited = 0
+    for op_id in timed:
+        op = ok[op_id]
+        ready, by = issues[op_id]["t"], "issue"
+        if op.get("queue") in last_end and last_end[op["queue"]] > ready:
+            ready, by = last_end[op["queue"]], "device"
+        for sem, value in op.get("wait") or ():
+            got = _first_reaching(signals, sem, value)
+            if got is None:
+                continue
+            _v, t, cause = got
+            producer = ok.get(cause)
+            if producer is not None and producer.get("start") is not None and producer["kind"] in TIMED_KINDS:
+                if producer["end"] > ready:
+                    ready, by = producer["end"], "device"
+            elif t > ready:
+                ready, by = t, "host"
+        if serial:  # one queue at a time: another queue's op ran after this one could start
+            busy = max((e for _st, e, q in spans if q != op.get("queue") and ready < e <= op["start"]), default=None)
+            if busy is not None:
+                ready, by = busy, "device"
+                waited += 1
+        # "device": the op waited for a device predecessor (in-order queue, a wait event, another
+        # queue's op on a one-queue-at-a-time device); "issue" and "host": for its issue or a host
+        # signal (a user event).
+        # x: 1, and for "issue" the op's signal count (the model launches the work before its signal
+        # events are recorded: the fitter moves these samples by the fitted per-signal issue cost)
+        s.add(f"launch:{by}", [1.0, len(op.get("signal") or ()) if by == "issue" else 0], op["start"] - ready)
+        last_end[op.get("queue")] = max(last_end.get(op.get("queue"), op["end"]), op["end"])
+    if queues_used > 1:
+        # x: queues used, ops that waited for another queue; y: the most queues that ran at once
+        s.add("queues", [1.0, queues_used, waited], _most_queues_at_once(spans))
+
+    # Completion path: first signal of a timed op − its end, when the path was idle. "host_fn" when a
+    # host thread was blocked in a wait when it came (the case where the latency is on the critical
+    # path: the host waits for it), counted from the op's end or the wait's start if later; "host_fn:host_busy" when the host ran Python meanwhile — a Python
+    # engine's completion thread then queues for the interpreter lock (~10x longer, PoCL:
+    # docs/accuracy.md), which delays only signals nobody waits for yet.
+    blocked = [(w["start"], w["t"]) for w in host_waits]
+    done = sorted((first_signal[i], i) for i in ok if i in first_signal and ok[i]["kind"] in TIMED_KINDS
+                  and by_op_cmds.get(i))
+    prev = None
+    for t, op_id in done:
+        end = ok[op_id]["end"]
+        if prev is None or prev <= end:
+            since = max((a for a, b in blocked if a <= t <= b), default=None)
+            if since is not None:  # from when the op ended or the host blocked, whichever came later
+                s.add("host_fn", [1.0], t - max(end, since))
+            else:
+                s.add("host_fn:host_busy", [1.0], t - end)
+        prev = t
+
+    # Host wakes: blocked host waits.
+    for w in host_waits:
+        if w.get("status"):
+            continue
+        times = []
+        for sem, value in w.get("wait") or ():
+            got = _first_reaching(signals, sem, value)
+            times.append(None if got is None else got[1])
+        if not times or any(t is None for t in times) and w.get("mode") != "any":
+            continue
+        times = [t for t in times if t is not None]
+        sat = min(times) if w.get("mode") == "any" else max(times)
+        if sat > w["start"]:
+            s.add("wake:host", [1.0], w["t"] - sat)
+
+    # Submission: consecutive queue calls of one thread with no other host call between them.
+    per_thread: dict = {}
+    for op_id in order:
+        per_thread.setdefault(ops[op_id].get("thread"), []).append(op_id)
+    for thread, op_ids in per_thread.items():
+        ts = [ops[i]["t"] for i in op_ids]
+        others = sorted(host_calls.get(thread, []) + [w["start"] for w in host_waits if w.get("thread") == thread]
+                        + [w["t"] for w in host_waits if w.get("thread") == thread])
+        for k, (a, b) in enumerate(zip(ts, ts[1:])):
+            i = bisect_left(others, a)
+            if i < len(others) and others[i] <= b:
+                continue
+            # column 1: the first call's issue when it ran inside the gap (an inline issue: the host paid it)
+            issue = issues.get(op_ids[k])
+            inline = issue["t"] - issue["start"] if issue is not None and a <= issue["start"] and issue["t"] <= b else 0
+            s.add("submit", [1.0, inline], b - a)
+    return s
