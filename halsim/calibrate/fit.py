@@ -19,9 +19,10 @@ parameters                              samples (``docs/trace-format.md``)
 ``event_record_ns`` (cuda, metal),      is set to 0 on ``opencl``: a marker's host cost cannot be told apart
 ``dispatch_commit_ns``                  from creating its event
 ``host_fn_ns``                          first ``signal`` caused by an op − the op's ``end``, when the
-                                        completion path was idle and a host thread was blocked in a wait
-                                        when it came, from the later of the end and the wait's start (all
-                                        idle-path samples, from the end, when fewer than 3 of those)
+                                        completion path was idle, the op the only one in flight, and a host
+                                        thread blocked in a wait when it came, from the later of the end and
+                                        the wait's start (all idle-path samples, from the end, when fewer
+                                        than 3 of those)
 ``wake_ns``                             ``host_wait`` end − the satisfying ``signal`` (blocked waits), and
                                         ``issue`` start − op enqueue ``t`` when the worker was idle and the
                                         submitting thread blocked in a host wait before the issue began
@@ -395,7 +396,7 @@ class _Fitter:
         self.launch()
         self.concurrency()
         # completions the host waited for; all completions when there are too few of those
-        host_fn = ["host_fn"] if self.samples.count("host_fn") >= MIN_SAMPLES else ["host_fn", "host_fn:host_busy"]
+        host_fn = ["host_fn"] if self.samples.count("host_fn") >= MIN_SAMPLES else ["host_fn", "host_fn:other"]
         self.constant(host_fn, "host_fn_ns", "completion samples (op end → signal)")
         self.constant(["wake:host", "wake:issue"], "wake_ns", "wake samples (blocked host waits, idle-worker issues)")
         n = self.samples.count("submit")

@@ -242,12 +242,15 @@ def trace_samples(trace) -> Samples:
         # x: queues used, ops that waited for another queue; y: the most queues that ran at once
         s.add("queues", [1.0, queues_used, waited], _most_queues_at_once(spans))
 
-    # Completion path: first signal of a timed op − its end, when the path was idle. "host_fn" when a
-    # host thread was blocked in a wait when it came (the case where the latency is on the critical
-    # path: the host waits for it), counted from the op's end or the wait's start if later; "host_fn:host_busy" when the host ran Python meanwhile — a Python
-    # engine's completion thread then queues for the interpreter lock (~10x longer, PoCL:
-    # docs/accuracy.md), which delays only signals nobody waits for yet.
+    # Completion path: first signal of a timed op − its end, when the path had nothing else to do.
+    # "host_fn" when the op was the only one in flight (none other issued and not yet signaled when
+    # it ended) and a host thread was blocked in a wait when the signal came: the latency a host that
+    # waits for its work sees, counted from the op's end or the wait's start if later.
+    # "host_fn:other" otherwise: with other work in flight (or the host running Python), a Python
+    # engine's completion thread queues for the interpreter lock and for PoCL's event locks (several
+    # times longer, docs/accuracy.md), which delays mostly signals nobody waits for yet.
     blocked = [(w["start"], w["t"]) for w in host_waits]
+    in_flight = [(issues[i]["start"], first_signal[i]) for i in issues if i in first_signal]
     done = sorted((first_signal[i], i) for i in ok if i in first_signal and ok[i]["kind"] in TIMED_KINDS
                   and by_op_cmds.get(i))
     prev = None
@@ -255,10 +258,11 @@ def trace_samples(trace) -> Samples:
         end = ok[op_id]["end"]
         if prev is None or prev <= end:
             since = max((a for a, b in blocked if a <= t <= b), default=None)
-            if since is not None:  # from when the op ended or the host blocked, whichever came later
+            alone = sum(1 for a, b in in_flight if a <= end < b) <= 1  # itself
+            if since is not None and alone:
                 s.add("host_fn", [1.0], t - max(end, since))
             else:
-                s.add("host_fn:host_busy", [1.0], t - end)
+                s.add("host_fn:other", [1.0], t - end)
         prev = t
 
     # Host wakes: blocked host waits.
