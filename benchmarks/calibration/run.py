@@ -257,11 +257,11 @@ def main(argv=None) -> int:
                      "cpu_count": os.cpu_count(), "switch_interval_s": sys.getswitchinterval(),
                      "pocl_threads": args.pocl_threads or "default",
                      "fit": cal.to_dict()}
-    plain = fit(training, personality="opencl", partial=args.partial, trim=args.variant_trim or None)
-    plain_path = os.path.join(args.out, "model_plain.json")
-    plain.save(plain_path)
-    results["fit_plain"] = plain.to_dict()
-    for key, model in (("calibrated", model_path), ("calibrated_plain", plain_path), ("default", None)):
+    variant_fit = fit(training, personality="opencl", partial=args.partial, trim=args.variant_trim or None)
+    variant_path = os.path.join(args.out, "model_variant.json")
+    variant_fit.save(variant_path)
+    results["fit_variant"] = variant_fit.to_dict()
+    for key, model in (("calibrated", model_path), ("calibrated_variant", variant_path), ("default", None)):
         results[key] = {"training": evaluate(paths, model, programs.TRAINING),
                         "held_out": evaluate(paths, model, programs.HELD_OUT)}
         results[key]["summary_held_out"] = summary(results[key]["held_out"])
@@ -284,9 +284,9 @@ def main(argv=None) -> int:
     variant = (f"outliers beyond {args.variant_trim:g} robust standard deviations dropped" if args.variant_trim
                else "plain least squares over every sample")
     print(table(f"held-out programs, variant fit ({variant})",
-                results["calibrated_plain"]["held_out"], results["default"]["held_out"]))
+                results["calibrated_variant"]["held_out"], results["default"]["held_out"]))
     print()
-    r = results["calibrated_plain"]["summary_held_out"]
+    r = results["calibrated_variant"]["summary_held_out"]
     print(f"held_out, variant fit: median |makespan error| {100 * r['makespan_abs_error_median']:.1f}% "
           f"(max {100 * r['makespan_abs_error_max']:.1f}%); op APE median {100 * r['op_ape_median']:.1f}% / "
           f"p90 {100 * r['op_ape_p90']:.1f}%")

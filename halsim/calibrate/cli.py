@@ -22,7 +22,8 @@ from .fit import PERSONALITIES, CalibrationError, fit, format_table
 def add_parsers(sub) -> None:
     c = sub.add_parser("calibrate", help="fit the simulator's cost model from real-backend traces (least squares)",
                        description="Fit cost-model parameters (transfer latency/bandwidth, per-kernel dispatch "
-                       "terms, launch, issue path, completion callback, wake, submission) from traces recorded "
+                       "terms, launch, issue path with its per-dispatch term, completion callback, wake, submission, "
+                       "how many queues the device runs at once) from traces recorded "
                        "on a real backend; write a cost-model JSON for cost_model=. Exit 2 on bad input, too "
                        "few samples or a degenerate design. Example: halsim calibrate run*.trace.json -o model.json")
     c.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (JSON) from a real backend")
@@ -32,8 +33,9 @@ def add_parsers(sub) -> None:
     c.add_argument("--partial", action="store_true", help="keep the defaults for parameters that cannot be "
                    "fitted (too few samples, degenerate design) instead of refusing")
     c.add_argument("--trim", type=float, metavar="K", help="drop samples beyond K robust standard deviations "
-                   "and refit (real host-side latencies have millisecond tails; the benchmark uses 5). "
-                   "Default: plain least squares over every sample")
+                   "and refit (real host-side latencies have millisecond tails; a makespan is a sum of means, "
+                   "so trimming under-predicts: the benchmark's main fit does not trim). Default: plain least "
+                   "squares over every sample, no coefficient below 0")
     c.add_argument("--no-align", action="store_true", help="do not shift device timestamps to make each trace "
                    "causal (see docs/accuracy.md)")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")
