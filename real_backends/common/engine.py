@@ -66,8 +66,9 @@ class Adapter:
         """Record ``handle`` (None: a fresh one) after everything enqueued on ``stream``; return it."""
         raise NotImplementedError
 
-    def synchronize(self, handle) -> HalError | None:
-        """Block until ``handle`` completed; the error if the work before it failed."""
+    def synchronize(self, handle, backlog: int = 0) -> HalError | None:
+        """Block until ``handle`` completed; the error if the work before it failed. ``backlog``: how
+        many completions wait behind this one (0: the host is likely waiting for this one)."""
         raise NotImplementedError
 
     def timing(self, action: "Action") -> tuple[int, int, list] | None:
@@ -293,7 +294,7 @@ class Engine:
                 return
             action, handle = item
             try:
-                self._complete(action, self.adapter.synchronize(handle))
+                self._complete(action, self.adapter.synchronize(handle, self._completions.qsize()))
             except Exception as e:  # noqa: BLE001
                 self._complete(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
 

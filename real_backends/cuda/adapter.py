@@ -186,7 +186,7 @@ class CudaAdapter(Adapter):
         check(self.cu.cuEventRecord(handle, self.streams[stream]), "cuEventRecord")
         return handle
 
-    def synchronize(self, handle) -> HalError | None:
+    def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         self._bind()
         try:
             check(self.cu.cuEventSynchronize(handle), "cuEventSynchronize")

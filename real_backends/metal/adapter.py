@@ -204,7 +204,7 @@ class MetalAdapter(Adapter):
         st.committed = []
         return handle
 
-    def synchronize(self, handle) -> HalError | None:
+    def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         handle.done.wait()
         for cb in handle.cbs:  # the stream's command buffers committed since the previous record
             cb.waitUntilCompleted()

@@ -30,7 +30,7 @@ from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
 SPIN_S = 0.0002  # synchronize: how long to poll an event's status before waiting for its callback
-POLL_MAX_S = 0.0002  # then the longest wait between looks at the status (a look costs ~1 us)
+POLL_MIN_S, POLL_MAX_S = 0.00005, 0.0002  # then the waits between looks at the status, doubling
 
 
 def _cl():
@@ -121,33 +121,26 @@ class OpenCLAdapter(Adapter):
             self._waits[stream] = []
         return marker
 
-    def synchronize(self, handle) -> HalError | None:
-        # A completion callback, not clWaitForEvents: PoCL neither returns from a wait on nor calls
-        # back for an event that failed through its wait list (a user event set to a negative
-        # status), so the status is also polled while waiting for the callback.
-        # Most waits are short: look at the status for up to SPIN_S first (a callback takes ~60 us to
-        # arrive on PoCL, a status query ~1 us), yielding the GIL between looks.
-        spin_until = time.perf_counter() + SPIN_S
-        while time.perf_counter() < spin_until:
+    def synchronize(self, handle, backlog: int = 0) -> HalError | None:
+        # The event's status, polled: not clWaitForEvents, nor a completion callback alone, since PoCL
+        # neither returns from a wait on nor calls back for an event that failed through its wait list
+        # (a user event set to a negative status); and pyopencl's callbacks, delivered on a thread of
+        # their own, took up to 5.8 ms to get the interpreter lock for a command long complete.
+        # The last work in flight (a host round trip) is watched closely for SPIN_S, yielding the GIL
+        # between looks (a look costs ~1 us); behind a backlog that spin would take the interpreter
+        # lock and a CPU from the host thread, which then submits ~20 % slower (docs/accuracy.md).
+        spin_until = time.perf_counter() + (SPIN_S if not backlog else 0.0)
+        delay = 0.0
+        while True:
             status = handle.command_execution_status
             if status <= 0:
                 return None if status == 0 else HalError(StatusCode.ABORTED, f"opencl: command failed with "
                                                                         f"status {status}")
-            time.sleep(0)
-        # Then the callback, still looking at the status between waits: pyopencl delivers callbacks
-        # on its own thread, which can take milliseconds to get the interpreter lock (5.8 ms seen
-        # for a command that had completed long before: docs/accuracy.md).
-        done = threading.Event()
-        handle.set_callback(self.cl.command_execution_status.COMPLETE, lambda _status: done.set())
-        delay = 0.00005
-        while not done.wait(delay):
-            if handle.command_execution_status <= 0:
-                break
-            delay = min(delay * 2, POLL_MAX_S)
-        status = handle.command_execution_status
-        if status < 0:
-            return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
-        return None
+            if time.perf_counter() < spin_until:
+                time.sleep(0)
+                continue
+            delay = min(max(delay * 2, POLL_MIN_S), POLL_MAX_S)
+            time.sleep(delay)
 
     # -- work ------------------------------------------------------------------------------------------
 
