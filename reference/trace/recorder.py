@@ -65,17 +65,20 @@ class Recorder:
 
     # -- queue operations --------------------------------------------------------------------------
 
+    # The events written for every queue operation are compact records (Trace.emit_record): the
+    # expand functions at the end of this module build the same dicts when the trace is read.
+
     def op(self, op) -> None:
-        ev = {"ev": "op", "t": op.enqueue_t, "op": op.id, "kind": op.kind, "thread": op.thread,
-              "queue": op.queue, "wait": _tps(op.wait), "signal": _tps(op.signal)}
-        ev.update(op.fields)
-        self.emit(ev)
+        self.trace.emit_record((_op_event, op.enqueue_t, op.id, op.kind, op.thread, op.queue,
+                                [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
+                                op.fields))
 
     def op_done(self, op, error=None) -> None:
-        ev = {"ev": "op_done", "t": op.end_t, "op": op.id, "ready": op.ready_t, "start": op.start_t,
-              "track": op.track}
-        ev.update(_error_fields(error))
-        self.emit(ev)
+        if error is None:
+            self.trace.emit_record((_op_done_event, op.end_t, op.id, op.ready_t, op.start_t, op.track, 0, None))
+        else:
+            self.trace.emit_record((_op_done_event, op.end_t, op.id, op.ready_t, op.start_t, op.track,
+                                    int(error.code), error.message))
 
     def command(self, op, cmd, start: int, end: int, track: int, error=None) -> None:
         ev = self._command_fields(cmd)
@@ -113,10 +116,10 @@ class Recorder:
         self.emit(ev)
 
     def retain(self, op, res_ids) -> None:
-        self.emit({"ev": "retain", "t": op.enqueue_t, "op": op.id, "res": list(res_ids)})
+        self.trace.emit_record((_res_event, "retain", op.enqueue_t, op.id, tuple(res_ids)))
 
     def release(self, op, res_ids) -> None:
-        self.emit({"ev": "release", "t": self.clock(), "op": op.id, "res": list(res_ids)})
+        self.trace.emit_record((_res_event, "release", self.clock(), op.id, tuple(res_ids)))
 
     def commit(self, buf, op) -> None:
         self.emit({"ev": "commit", "t": self.clock(), "buf": buf.id, "op": op.id})
@@ -127,7 +130,7 @@ class Recorder:
     # -- semaphores and host waits -----------------------------------------------------------------
 
     def signal(self, sem, value: int, cause: str, t: int) -> None:
-        self.emit({"ev": "signal", "t": t, "sem": sem.id, "value": value, "cause": cause})
+        self.trace.emit_record((_signal_event, t, sem.id, value, cause))
 
     def fail(self, sem, error, cause: str, t: int) -> None:
         self.emit({"ev": "fail", "t": t, "sem": sem.id, "status": int(error.code), "message": error.message,
@@ -144,3 +147,27 @@ class Recorder:
               "start": start}
         ev.update(_error_fields(error))
         self.emit(ev)
+
+
+# -- expanding compact records (see Trace.emit_record) --------------------------------------------------
+
+def _op_event(r) -> dict:
+    ev = {"ev": "op", "t": r[1], "op": r[2], "kind": r[3], "thread": r[4], "queue": r[5],
+          "wait": [[s, v] for s, v in r[6]], "signal": [[s, v] for s, v in r[7]]}
+    ev.update(r[8])
+    return ev
+
+
+def _op_done_event(r) -> dict:
+    ev = {"ev": "op_done", "t": r[1], "op": r[2], "ready": r[3], "start": r[4], "track": r[5], "status": r[6]}
+    if r[7] is not None:
+        ev["message"] = r[7]
+    return ev
+
+
+def _res_event(r) -> dict:
+    return {"ev": r[1], "t": r[2], "op": r[3], "res": list(r[4])}
+
+
+def _signal_event(r) -> dict:
+    return {"ev": "signal", "t": r[1], "sem": r[2], "value": r[3], "cause": r[4]}

@@ -65,6 +65,15 @@ class Trace:
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
+    def emit_record(self, record: tuple) -> None:
+        """Emit one event as a compact record ``(expand, value, ...)``: ``expand(record)`` returns the
+        event's dict when the trace is read. A tuple of atoms is cheaper to build, keep and spool than
+        a dict (the recorder writes several events per queue operation). ``expand`` must be a
+        module-level function: the spool pickles it by name."""
+        self._events.append(record)
+        if len(self._events) >= self._spill_threshold:
+            self._spill()
+
     def add_template(self, fields: dict) -> int:
         """Register an event whose ``t``/``op``/``start``/``track`` change from one occurrence to the
         next (a command of a reusable command buffer); :meth:`emit_from` then records an occurrence
@@ -99,6 +108,10 @@ class Trace:
         templates, blocks = self._templates, self._blocks
         for e in events:
             if type(e) is tuple:
+                head = e[0]
+                if type(head) is not int:  # emit_record
+                    yield head(e)
+                    continue
                 if len(e) == 4:
                     block, start, op, track = e
                     for template, begin, end in blocks[block]:
