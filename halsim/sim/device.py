@@ -49,6 +49,10 @@ def to_ns(seconds: float) -> int:
     return int(round(seconds * 1_000_000_000))
 
 
+class _CallDepth(threading.local):
+    depth = 0  # nesting of device calls on this thread: only the outermost one registers and charges
+
+
 def _api(submit: bool = False, cost: bool = True):
     """Make a Device method a serialized device call that registers the caller and charges its clock."""
     def decorate(method):
@@ -56,12 +60,11 @@ def _api(submit: bool = False, cost: bool = True):
         def call(self, *args, **kwargs):
             with self._lock:
                 local = self._local
-                depth = getattr(local, "depth", 0)
-                if depth == 0 and not self.threads.in_sim():
-                    self.host_thread()
-                    self.threads.touch()
-                    if cost:
-                        self.threads.charge(self.cost.host_api_ns + (self.cost.submit_ns if submit else 0))
+                depth = local.depth
+                if depth == 0:
+                    c = self.cost
+                    self.threads.enter(self.host_thread, (c.host_api_ns + (c.submit_ns if submit else 0))
+                                       if cost else 0)
                 local.depth = depth + 1
                 try:
                     return method(self, *args, **kwargs)
@@ -108,7 +111,7 @@ class SimDevice(Device):
     def __init__(self, uri: str, options: dict | None = None):
         options = check_options({**OPTIONS, **self.extra_options, **(options or {})}, self.extra_options)
         self._lock = threading.RLock()
-        self._local = threading.local()
+        self._local = _CallDepth()
         self.env = simpy.Environment()
         self.cost = CostModel.from_option(options["cost_model"], CostModel.from_dict(self.cost_defaults))
         self.queue_count = options["queues"]

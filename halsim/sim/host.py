@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import threading
 import time
+from threading import current_thread, get_ident
+from time import monotonic
 
 from reference.hal import HalError, StatusCode, WaitMode
 from reference.hal.wait import deadline_exceeded
@@ -123,10 +125,23 @@ class HostThreads:
 
     def current(self) -> HostThread | None:
         """The calling thread's record, if it registered (the same real thread, not a reused ident)."""
-        ht = self._by_ident.get(threading.get_ident())
-        if ht is not None and ht.thread is not threading.current_thread():
+        ht = self._by_ident.get(get_ident())
+        if ht is not None and ht.thread is not current_thread():
             return None
         return ht
+
+    def enter(self, register, ns: int) -> None:
+        """A host thread starts a device call: ``register()`` it if new, mark it active (see
+        :meth:`touch`) and charge ``ns`` to its clock. Nothing for the simulator's own calls."""
+        ident = get_ident()
+        if self._sim_ident == ident:
+            return
+        ht = self._by_ident.get(ident)
+        if ht is None or ht.thread is not current_thread():
+            register()
+            ht = self.current()
+        ht.active_at = monotonic()
+        ht.lag += ns
 
     def await_earlier_threads(self) -> None:
         """Before the calling thread registers (lock held), let threads started before it register
@@ -160,10 +175,13 @@ class HostThreads:
 
     def clock(self) -> int:
         """Virtual ns for the caller: the simulator's time, plus the calling host thread's lag."""
-        if self.in_sim():
-            return self.env.now
-        ht = self.current()
-        return self.env.now + (ht.lag if ht is not None else 0)
+        ident = get_ident()
+        if self._sim_ident == ident:
+            return self.env._now
+        ht = self._by_ident.get(ident)
+        if ht is not None and ht.thread is current_thread():
+            return self.env._now + ht.lag
+        return self.env._now
 
     def charge(self, ns: int) -> None:
         """Add ``ns`` of host work to the calling thread's clock (no blocking)."""
