@@ -78,6 +78,76 @@ class WaitsResolved(simpy.Event):
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
 
 
+class Call:
+    """A simulator event that only calls ``fn(event)``: all ``Environment.step`` needs of an event is
+    its ``callbacks`` list and ``_ok``. Several times cheaper than ``env.timeout(ns)`` plus a
+    callback, and scheduled the same way, so events keep their order (time, priority, insertion)."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, fn):
+        self.callbacks = [fn]
+
+
+def call_after(env, ns: int, fn) -> None:
+    """Call ``fn(event)`` when the simulation reaches ``env.now + ns`` (as ``env.timeout(ns)`` would)."""
+    env.schedule(Call(fn), NORMAL, ns)
+
+
+class Waits:
+    """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
+    ``on_resolved(error)`` is called from a simulator event scheduled when (and where, in event order)
+    WaitsResolved would have succeeded — at the virtual time the device sees the last wait reached,
+    with None, or as soon as one wait semaphore fails, with that failure."""
+
+    __slots__ = ("device", "waits", "on_resolved", "done", "_left", "_timepoints", "_value")
+
+    def __init__(self, device, waits, on_resolved):
+        self.device = device
+        self.waits = waits
+        self.on_resolved = on_resolved
+        self.done = False
+        self._left = len(waits)
+        self._timepoints = []
+        for sem, value in waits:
+            tp = sem.add_timepoint(value, self._on_change)
+            if self.done:
+                break
+            if tp is not None:
+                self._timepoints.append(tp)
+
+    def _on_change(self, error: HalError | None) -> None:
+        if self.done:
+            return
+        if error is not None:
+            history = self.device.history
+            env = self.device.env
+            t = next((history.failure(s.id)[0] for s, _ in self.waits if s.failure is error), env.now)
+            self._fire(error, t)
+            return
+        self._left -= 1
+        if self._left == 0:
+            self._fire(None, self.device.history.ready_at(self.waits))
+
+    def _fire(self, value, t: int) -> None:
+        self.done = True
+        for tp in self._timepoints:
+            tp.cancel()
+        self._timepoints = None
+        self._value = value
+        env = self.device.env
+        env.schedule(Call(self._resolved), NORMAL, max(0, t - env.now))
+
+    def _resolved(self, _event) -> None:
+        self.on_resolved(self._value)
+
+    def cancel(self, error: HalError) -> None:
+        """Resolve now with ``error`` unless already resolved (queue shutdown)."""
+        if not self.done:
+            self._fire(error, self.device.env.now)
+
+
 class Fifo(deque):
     """The items an in-order hardware queue (MTLCommandQueue, CUDA stream, OpenCL queue) runs, oldest
     first, and the wake-up of the SimPy process that runs them: ``push`` appends (waking it if idle);

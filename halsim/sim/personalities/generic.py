@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from collections import deque
 
+from simpy.events import NORMAL
+
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp
 
 from ..device import SimDevice
-from ..events import WaitsResolved
-from ..execution import timed_body
+from ..events import Call, Waits
+from ..execution import quick_body, timed_body
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
 
@@ -52,29 +54,27 @@ class GenericDevice(SimDevice):
         super().__init__(uri, options)
         self._queues = [HardwareQueue(i, self.max_concurrency, self.recorder.track("queue", f"queue {i}"))
                         for i in range(self.queue_count)]
-        self._pending: dict[QueueOp, WaitsResolved] = {}  # insertion (submission) order
+        self._pending: dict[QueueOp, Waits] = {}  # insertion (submission) order
 
-    # An op moves through plain SimPy event callbacks rather than a SimPy process: arrive (at the
-    # host's clock) → waits resolved → an execution slot → one timeout for launch + body → retire.
-    # Three simulator events per op instead of seven (benchmarks/sim_throughput.py).
+    # An op moves through plain simulator callbacks (events.Call), not a SimPy process: arrive (at the
+    # host's clock) → waits resolved → an execution slot → one event for launch + body → retire.
+    # Three simulator events per op, the fewest that keep the order of events (and so traces) fixed.
 
     def _schedule(self, op: QueueOp) -> None:
         env = self.env
-        env.timeout(max(0, op.enqueue_t - env.now)).callbacks.append(lambda _ev: self._arrive(op))
+        env.schedule(Call(lambda _ev: self._arrive(op)), NORMAL, max(0, op.enqueue_t - env._now))
 
     def _arrive(self, op: QueueOp) -> None:
         if not op.wait:
             self._ready(op, None)
             return
-        waits = WaitsResolved(self, op.wait)
-        self._pending[op] = waits
-        waits.callbacks.append(lambda ev: self._ready(op, ev.value))
+        self._pending[op] = Waits(self, op.wait, lambda error: self._ready(op, error))
 
     def _ready(self, op: QueueOp, error: HalError | None) -> None:
         self._pending.pop(op, None)
         queue = self._queues[op.queue]
         op.track = queue.track
-        op.ready_t = self.env.now
+        op.ready_t = self.env._now
         if error is not None:
             op.wait_error = error
             op.start_t = op.end_t = op.ready_t
@@ -86,8 +86,23 @@ class GenericDevice(SimDevice):
             queue.waiting.append(op)
 
     def _start(self, op: QueueOp, queue: HardwareQueue) -> None:
-        op.start_t = self.env.now + self.cost.launch_ns
-        self._step(op, queue, timed_body(self, op, queue.track, at=op.start_t))
+        env = self.env
+        launch = self.cost.launch_ns
+        op.start_t = env._now + launch
+        quick = quick_body(self, op, launch)
+        if quick is None:
+            self._step(op, queue, timed_body(self, op, queue.track, at=op.start_t))
+            return
+        ns, block = quick
+        if ns:
+            env.schedule(Call(lambda _ev: self._quick_end(op, queue, block)), NORMAL, ns)
+        else:
+            self._quick_end(op, queue, block)
+
+    def _quick_end(self, op: QueueOp, queue: HardwareQueue, block: int | None) -> None:
+        if block is not None:
+            self.trace.emit_block(block, op.start_t, op.id, queue.track)
+        self._end(op, queue, True, None)
 
     def _step(self, op: QueueOp, queue: HardwareQueue, body) -> None:
         try:
@@ -99,10 +114,10 @@ class GenericDevice(SimDevice):
         except Exception as e:  # noqa: BLE001 - a model bug fails the op, never the host's wait
             self._end(op, queue, False, HalError(StatusCode.INTERNAL, f"simulator: {type(e).__name__}: {e}"))
         else:
-            self.env.timeout(ns).callbacks.append(lambda _ev: self._step(op, queue, body))
+            self.env.schedule(Call(lambda _ev: self._step(op, queue, body)), NORMAL, ns)
 
     def _end(self, op: QueueOp, queue: HardwareQueue, should_signal: bool, error: HalError | None) -> None:
-        op.end_t = self.env.now
+        op.end_t = self.env._now
         try:
             self._finish(op, error, should_signal)
         finally:
