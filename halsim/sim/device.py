@@ -24,6 +24,7 @@ import functools
 import itertools
 import random
 import threading
+from threading import get_ident
 
 import simpy
 
@@ -215,7 +216,8 @@ class SimDevice(Device):
         self._fail_semaphore(sem, error, op.id if op is not None else f"host:{self.host_thread()}")
 
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
-        t = self.now()
+        # The simulator signalling (queue ops) is the usual case: its clock is the engine's.
+        t = self.env._now if self.threads._sim_ident == get_ident() else self.now()
         fresh = sem.failure is None and value > sem.payload
         if fresh:  # recorded before advancing: timepoint callbacks read the history
             self.history.signaled(sem.id, value, t, self._actor())

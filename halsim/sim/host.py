@@ -305,13 +305,14 @@ class HostThreads:
         up to the earliest deadline: a stalled thread may still signal, so nothing times out meanwhile.
         """
         env = self.env
+        queue, step = env._queue, env.step
         start = self._releases
         self._sim_ident = threading.get_ident()
         self._user_code = False
         seen = -1
         try:
             while self._releases == start:
-                t_work = env.peek()
+                t_work = queue[0][0] if queue else INF  # env.peek()
                 if seen != self._changes:  # blocks change rarely; events are many
                     seen = self._changes
                     pending = self.pending_blocks()
@@ -328,7 +329,13 @@ class HostThreads:
                         if b.deadline == t_dead:
                             self.release(b, b.timeout_error(), t_dead)
                     continue
-                env.step()
+                step()
+                if t_dead == INF and who != STALLED:
+                    # The common case as a tight loop: no deadline can expire, so keep stepping while
+                    # nothing the checks above look at changes (releases, blocks, host code run).
+                    changes = self._changes
+                    while queue and self._releases == start and self._changes == changes and not self._user_code:
+                        step()
                 if self._user_code:
                     self._user_code = False
                     who = self.candidates()

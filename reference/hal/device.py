@@ -209,17 +209,18 @@ class Device:
 
     def _enqueue(self, kind: str, wait, signal, queue_affinity, *, commands=(), buffer=None, host_call=None,
                  resources=(), fields=None) -> QueueOp:
-        self._check_open()
+        if self._closed:
+            self._check_open()
         queue = self._queue_index(queue_affinity)
         wait = check_timepoints(self, wait, "wait")
         signal = check_timepoints(self, signal, "signal")
         thread = self.host_thread()
         op_id = f"{thread}:{next(self._op_seq[thread])}"
+        resources = _retained(resources, wait, signal, commands)
         op = QueueOp(op_id, kind, queue, thread, wait, signal, commands=commands, buffer=buffer,
-                     host_call=host_call, resources=_retained(resources, wait, signal, commands), fields=fields)
+                     host_call=host_call, resources=resources, fields=fields)
         op.enqueue_t = self.now()
-        self.recorder.op(op)
-        self.recorder.retain(op, [r.id for r in op.resources])
+        self.recorder.enqueued(op, [r.id for r in resources])  # op and retain
         self._submit(op)
         return op
 
@@ -364,9 +365,11 @@ def _retained(resources, wait, signal, commands) -> tuple:
             out.append(sem)
     if commands:
         buffers = commands.buffers()  # distinct already
-        if any(isinstance(r, Buffer) for r in resources):
-            seen = {id(r) for r in resources}
-            out.extend(b for b in buffers if id(b) not in seen)
+        for r in resources:
+            if isinstance(r, Buffer):
+                seen = {id(r) for r in resources}
+                out.extend(b for b in buffers if id(b) not in seen)
+                break
         else:
             out.extend(buffers)
     return tuple(out)

@@ -73,6 +73,21 @@ class Recorder:
                                 [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
                                 op.fields))
 
+    def enqueued(self, op, res_ids) -> None:
+        """:meth:`op` then :meth:`retain`, as one record (the queue call's events)."""
+        self.trace.emit_records((_enqueued_events, op.enqueue_t, op.id, op.kind, op.thread, op.queue,
+                                 [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
+                                 op.fields, tuple(res_ids)), 2)
+
+    def finished(self, op, block: int | None, res_ids) -> None:
+        """The commands of trace block ``block`` (if not None: see Trace.add_block; they started at
+        ``op.start_t``), then :meth:`op_done` (success) and :meth:`release` of ``res_ids`` (if not
+        None), as one record: what a successful op that ran a static command list writes at its end."""
+        self.trace.emit_records((_finished_events, op.end_t, op.id, op.ready_t, op.start_t, op.track, block,
+                                 res_ids, self.clock()),
+                                (self.trace.block_size(block) if block is not None else 0) + 1 +
+                                (res_ids is not None))
+
     def op_done(self, op, error=None) -> None:
         if error is None:
             self.trace.emit_record((_op_done_event, op.end_t, op.id, op.ready_t, op.start_t, op.track, 0, None))
@@ -151,23 +166,36 @@ class Recorder:
 
 # -- expanding compact records (see Trace.emit_record) --------------------------------------------------
 
-def _op_event(r) -> dict:
+def _op_event(r, _trace=None) -> dict:
     ev = {"ev": "op", "t": r[1], "op": r[2], "kind": r[3], "thread": r[4], "queue": r[5],
           "wait": [[s, v] for s, v in r[6]], "signal": [[s, v] for s, v in r[7]]}
     ev.update(r[8])
     return ev
 
 
-def _op_done_event(r) -> dict:
+def _enqueued_events(r, _trace=None) -> list:
+    return [_op_event(r), {"ev": "retain", "t": r[1], "op": r[2], "res": list(r[9])}]
+
+
+def _finished_events(r, trace) -> list:
+    _, end, op, ready, start, track, block, res_ids, now = r
+    out = [] if block is None else list(trace.expand_block(block, start, op, track))
+    out.append({"ev": "op_done", "t": end, "op": op, "ready": ready, "start": start, "track": track, "status": 0})
+    if res_ids is not None:
+        out.append({"ev": "release", "t": now, "op": op, "res": list(res_ids)})
+    return out
+
+
+def _op_done_event(r, _trace=None) -> dict:
     ev = {"ev": "op_done", "t": r[1], "op": r[2], "ready": r[3], "start": r[4], "track": r[5], "status": r[6]}
     if r[7] is not None:
         ev["message"] = r[7]
     return ev
 
 
-def _res_event(r) -> dict:
+def _res_event(r, _trace=None) -> dict:
     return {"ev": r[1], "t": r[2], "op": r[3], "res": list(r[4])}
 
 
-def _signal_event(r) -> dict:
+def _signal_event(r, _trace=None) -> dict:
     return {"ev": "signal", "t": r[1], "sem": r[2], "value": r[3], "cause": r[4]}

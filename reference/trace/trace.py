@@ -53,7 +53,7 @@ class Trace:
         self._chunks: list[tuple[int, int]] = []  # (offset, size) of each chunk in the spool
         self._templates: list[dict] = []  # see add_template
         self._blocks: list[tuple] = []  # see add_block
-        self._block_extra = 0  # events that block entries stand for, beyond one each
+        self._block_extra = 0  # events that block entries and records stand for, beyond one each
         self._spooled = 0
         self._source: str | None = None  # a loaded file whose events precede ours
         self._source_count = 0
@@ -66,11 +66,19 @@ class Trace:
             self._spill()
 
     def emit_record(self, record: tuple) -> None:
-        """Emit one event as a compact record ``(expand, value, ...)``: ``expand(record)`` returns the
-        event's dict when the trace is read. A tuple of atoms is cheaper to build, keep and spool than
+        """Emit one event as a compact record ``(expand, value, ...)``: ``expand(record, trace)`` returns
+        the event's dict when the trace is read. A tuple of atoms is cheaper to build, keep and spool than
         a dict (the recorder writes several events per queue operation). ``expand`` must be a
         module-level function: the spool pickles it by name."""
         self._events.append(record)
+        if len(self._events) >= self._spill_threshold:
+            self._spill()
+
+    def emit_records(self, record: tuple, count: int) -> None:
+        """:meth:`emit_record` for ``count`` events in one record: ``expand(record, trace)`` returns
+        their list."""
+        self._events.append(record)
+        self._block_extra += count - 1
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
@@ -104,20 +112,32 @@ class Trace:
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
+    def block_size(self, block: int) -> int:
+        """How many events one :meth:`emit_block` of ``block`` stands for."""
+        return len(self._blocks[block])
+
+    def expand_block(self, block: int, start: int, op: str, track: int) -> Iterator[dict]:
+        """The events of one run of ``block`` (what :meth:`emit_block` records)."""
+        templates = self._templates
+        for template, begin, end in self._blocks[block]:
+            d = templates[template].copy()
+            d["t"], d["op"], d["start"], d["track"] = start + end, op, start + begin, track
+            yield d
+
     def _expand(self, events) -> Iterator[dict]:
-        templates, blocks = self._templates, self._blocks
+        templates = self._templates
         for e in events:
             if type(e) is tuple:
                 head = e[0]
-                if type(head) is not int:  # emit_record
-                    yield head(e)
+                if type(head) is not int:  # emit_record(s)
+                    out = head(e, self)
+                    if type(out) is dict:
+                        yield out
+                    else:
+                        yield from out
                     continue
                 if len(e) == 4:
-                    block, start, op, track = e
-                    for template, begin, end in blocks[block]:
-                        d = templates[template].copy()
-                        d["t"], d["op"], d["start"], d["track"] = start + end, op, start + begin, track
-                        yield d
+                    yield from self.expand_block(*e)
                     continue
                 d = templates[e[0]].copy()
                 d["t"], d["op"], d["start"], d["track"] = e[1], e[2], e[3], e[4]

@@ -25,7 +25,7 @@ from collections import deque
 from simpy.events import NORMAL
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp
+from reference.hal.queue_op import QueueOp, signal_all
 
 from ..device import SimDevice
 from ..events import Call, Waits
@@ -100,9 +100,19 @@ class GenericDevice(SimDevice):
             self._quick_end(op, queue, block)
 
     def _quick_end(self, op: QueueOp, queue: HardwareQueue, block: int | None) -> None:
-        if block is not None:
-            self.trace.emit_block(block, op.start_t, op.id, queue.track)
-        self._end(op, queue, True, None)
+        # _end → _finish → retire for an op that succeeded, with its trace events (the commands, op_done,
+        # release) written as one record.
+        op.end_t = self.env._now
+        try:
+            resources = op.resources
+            self.recorder.finished(op, block, [r.id for r in resources] if resources else None)
+            op.resources = ()
+            signal_all(self, op)
+        finally:
+            if queue.waiting:
+                self._start(queue.waiting.popleft(), queue)
+            else:
+                queue.free += 1
 
     def _step(self, op: QueueOp, queue: HardwareQueue, body) -> None:
         try:
