@@ -90,6 +90,23 @@ class Call:
         self.callbacks = [fn]
 
 
+class Done:
+    """A one-shot simulator event for callbacks only (a native event's completion): ``succeed``
+    schedules it now, as SimPy's ``Event.succeed`` would; then ``callbacks`` run with it, and
+    ``callbacks`` is None once it has been processed. ``_value``: what it succeeded with."""
+
+    __slots__ = ("callbacks", "_value")
+    _ok = True
+
+    def __init__(self):
+        self.callbacks = []
+        self._value = None
+
+    def succeed(self, env, value=None) -> None:
+        self._value = value
+        env.schedule(self, NORMAL, 0)
+
+
 def call_after(env, ns: int, fn) -> None:
     """Call ``fn(event)`` when the simulation reaches ``env.now + ns`` (as ``env.timeout(ns)`` would)."""
     env.schedule(Call(fn), NORMAL, ns)
