@@ -78,16 +78,26 @@ class WaitsResolved(simpy.Event):
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
 
 
-class Call:
-    """A simulator event that only calls ``fn(event)``: all ``Environment.step`` needs of an event is
-    its ``callbacks`` list and ``_ok``. Several times cheaper than ``env.timeout(ns)`` plus a
-    callback, and scheduled the same way, so events keep their order (time, priority, insertion)."""
+def _run_call(event) -> None:
+    event.fn(event.arg)
 
-    __slots__ = ("callbacks",)
+
+_RUN_CALL = (_run_call,)
+
+
+class Call:
+    """A simulator event that only calls ``fn(arg)``: all ``Environment.step`` needs of an event is
+    its ``callbacks`` and ``_ok``. One small object (the callbacks tuple is shared), several times
+    cheaper than ``env.timeout(ns)`` plus a callback closure, and scheduled the same way, so events
+    keep their order (time, priority, insertion)."""
+
+    __slots__ = ("callbacks", "fn", "arg")
     _ok = True
 
-    def __init__(self, fn):
-        self.callbacks = [fn]
+    def __init__(self, fn, arg=None):
+        self.callbacks = _RUN_CALL
+        self.fn = fn
+        self.arg = arg
 
 
 class Done:
@@ -107,28 +117,30 @@ class Done:
         env.schedule(self, NORMAL, 0)
 
 
-def call_after(env, ns: int, fn) -> None:
-    """Call ``fn(event)`` when the simulation reaches ``env.now + ns`` (as ``env.timeout(ns)`` would)."""
-    env.schedule(Call(fn), NORMAL, ns)
+def call_after(env, ns: int, fn, arg=None) -> None:
+    """Call ``fn(arg)`` when the simulation reaches ``env.now + ns`` (as ``env.timeout(ns)`` would)."""
+    env.schedule(Call(fn, arg), NORMAL, ns)
 
 
 class Waits:
     """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
-    ``on_resolved(error)`` is called from a simulator event scheduled when (and where, in event order)
-    WaitsResolved would have succeeded — at the virtual time the device sees the last wait reached,
-    with None, or as soon as one wait semaphore fails, with that failure."""
+    ``on_resolved(op, error)`` is called from a simulator event scheduled when (and where, in event
+    order) WaitsResolved would have succeeded — at the virtual time the device sees the last wait
+    reached, with None, or as soon as one wait semaphore fails, with that failure."""
 
-    __slots__ = ("device", "waits", "on_resolved", "done", "_left", "_timepoints", "_value")
+    __slots__ = ("device", "op", "waits", "on_resolved", "done", "_left", "_timepoints", "_value")
 
-    def __init__(self, device, waits, on_resolved):
+    def __init__(self, device, op, on_resolved):
         self.device = device
-        self.waits = waits
+        self.op = op
+        self.waits = waits = op.wait
         self.on_resolved = on_resolved
         self.done = False
         self._left = len(waits)
         self._timepoints = []
+        on_change = self._on_change
         for sem, value in waits:
-            tp = sem.add_timepoint(value, self._on_change)
+            tp = sem.add_timepoint(value, on_change)
             if self.done:
                 break
             if tp is not None:
@@ -154,15 +166,16 @@ class Waits:
         self._timepoints = None
         self._value = value
         env = self.device.env
-        env.schedule(Call(self._resolved), NORMAL, max(0, t - env.now))
-
-    def _resolved(self, _event) -> None:
-        self.on_resolved(self._value)
+        env.schedule(Call(_resolved, self), NORMAL, max(0, t - env._now))
 
     def cancel(self, error: HalError) -> None:
         """Resolve now with ``error`` unless already resolved (queue shutdown)."""
         if not self.done:
             self._fire(error, self.device.env.now)
+
+
+def _resolved(waits: Waits) -> None:
+    waits.on_resolved(waits.op, waits._value)
 
 
 class Fifo(deque):

@@ -45,6 +45,7 @@ from heapq import heappop, heappush
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
+from reference.trace.trace import expander
 
 from .device import SimDevice
 from .events import Done, WaitsResolved, call_after
@@ -351,7 +352,7 @@ class StreamDevice(SimDevice):
 
         def issued(_ev):
             op = action.op
-            self.trace.emit_record((_issue_event, self.env._now, op.id, start, self._worker_track,
+            self.trace.emit_record(("issue", self.env._now, op.id, start, self._worker_track,
                                     len(action.events)))
             for event in action.signal_events:
                 recorded = self._recorded.get(event.sem)
@@ -390,7 +391,7 @@ class StreamDevice(SimDevice):
 
     def _native(self, what: str, event: NativeEvent) -> None:
         """Trace pool activity: ``pooled`` False on acquire = created, on release = destroyed."""
-        self.trace.emit_record((_native_event, self.event_name, self.env._now, what, event.kind, event.sem,
+        self.trace.emit_record(("native_event", self.event_name, self.env._now, what, event.kind, event.sem,
                                 event.value, event.producer.op.id if event.producer is not None else None,
                                 event.pooled, self.events_in_use, self.pool_free))
 
@@ -599,10 +600,12 @@ class StreamDevice(SimDevice):
 
 # -- trace records (Trace.emit_record) ------------------------------------------------------------------
 
+@expander("issue")
 def _issue_event(r, _trace=None) -> dict:
     return {"ev": "issue", "t": r[1], "op": r[2], "start": r[3], "track": r[4], "events": r[5]}
 
 
+@expander("native_event")
 def _native_event(r, _trace=None) -> dict:
     return {"ev": r[1], "t": r[2], "action": r[3], "kind": r[4], "sem": r[5], "value": r[6], "op": r[7],
             "pooled": r[8], "in_use": r[9], "free": r[10]}

@@ -144,6 +144,7 @@ class CommandBuffer:
         # (command count, resolved commands) of a cb without indirect refs: its resolution never
         # changes, and reusable command buffers are submitted over and over.
         self._direct_resolution: tuple[int, tuple] | None = None
+        self.submit_fields: dict | None = None  # the trace fields of its queue_execute ops (Device)
 
     def __repr__(self) -> str:
         return f"<CommandBuffer {self.id} {self.state} {len(self._commands)} commands>"

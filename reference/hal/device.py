@@ -249,8 +249,11 @@ class Device:
             raise HalError(StatusCode.INVALID_ARGUMENT,
                            f"inline command buffer {command_buffer.id} submitted with a wait list")
         commands = command_buffer.resolve(binding_table)
-        self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=[command_buffer],
-                      fields={"cb": command_buffer.id, "commands": len(commands)})
+        fields = command_buffer.submit_fields  # one dict per command buffer (ops only read their fields)
+        if fields is None or fields["commands"] != len(commands):
+            fields = command_buffer.submit_fields = {"cb": command_buffer.id, "commands": len(commands)}
+        self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=(command_buffer,),
+                      fields=fields)
         command_buffer.mark_submitted()
 
     def queue_barrier(self, wait, signal, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:

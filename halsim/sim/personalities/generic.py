@@ -62,13 +62,13 @@ class GenericDevice(SimDevice):
 
     def _schedule(self, op: QueueOp) -> None:
         env = self.env
-        env.schedule(Call(lambda _ev: self._arrive(op)), NORMAL, max(0, op.enqueue_t - env._now))
+        env.schedule(Call(self._arrive, op), NORMAL, max(0, op.enqueue_t - env._now))
 
     def _arrive(self, op: QueueOp) -> None:
         if not op.wait:
             self._ready(op, None)
             return
-        self._pending[op] = Waits(self, op.wait, lambda error: self._ready(op, error))
+        self._pending[op] = Waits(self, op, self._ready)
 
     def _ready(self, op: QueueOp, error: HalError | None) -> None:
         self._pending.pop(op, None)
@@ -95,11 +95,12 @@ class GenericDevice(SimDevice):
             return
         ns, block = quick
         if ns:
-            env.schedule(Call(lambda _ev: self._quick_end(op, queue, block)), NORMAL, ns)
+            env.schedule(Call(self._quick_end, (op, queue, block)), NORMAL, ns)
         else:
-            self._quick_end(op, queue, block)
+            self._quick_end((op, queue, block))
 
-    def _quick_end(self, op: QueueOp, queue: HardwareQueue, block: int | None) -> None:
+    def _quick_end(self, ran: tuple[QueueOp, HardwareQueue, int | None]) -> None:
+        op, queue, block = ran
         # _end → _finish → retire for an op that succeeded, with its trace events (the commands, op_done,
         # release) written as one record.
         op.end_t = self.env._now
@@ -124,7 +125,10 @@ class GenericDevice(SimDevice):
         except Exception as e:  # noqa: BLE001 - a model bug fails the op, never the host's wait
             self._end(op, queue, False, HalError(StatusCode.INTERNAL, f"simulator: {type(e).__name__}: {e}"))
         else:
-            self.env.schedule(Call(lambda _ev: self._step(op, queue, body)), NORMAL, ns)
+            self.env.schedule(Call(self._resume, (op, queue, body)), NORMAL, ns)
+
+    def _resume(self, step: tuple) -> None:
+        self._step(*step)
 
     def _end(self, op: QueueOp, queue: HardwareQueue, should_signal: bool, error: HalError | None) -> None:
         op.end_t = self.env._now
