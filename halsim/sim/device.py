@@ -24,7 +24,7 @@ import functools
 import itertools
 import random
 import threading
-from threading import get_ident
+from threading import current_thread, get_ident
 
 import simpy
 
@@ -122,6 +122,7 @@ class SimDevice(Device):
         self.faults = parse_faults(options["faults"], options["fault_rate"])  # None: no fault injection
         self.history = SemaphoreHistory(self.cost.wake_ns)
         self.threads = HostThreads(self.env, self._lock, self._diagnose)
+        self.now = self.threads.clock  # what now() returns, without a call in between (it is called a lot)
         self._thread_count = 0
         self._sim_thread: int | None = None
         self._host_call_op: QueueOp | None = None
@@ -140,6 +141,11 @@ class SimDevice(Device):
     def host_thread(self) -> int:
         """Index of the calling host thread; registering it on its first call (see :mod:`.host`)."""
         threads = self.threads
+        ident = get_ident()
+        if threads._sim_ident != ident:  # the usual case first: a registered host thread
+            ht = threads._by_ident.get(ident)
+            if ht is not None and ht.thread is current_thread():
+                return ht.index
         if threads.in_sim():  # host calls the simulator runs get their own, deterministic, index
             if self._sim_thread is None:
                 self._sim_thread = self._new_thread_index("host calls")

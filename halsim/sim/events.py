@@ -78,25 +78,17 @@ class WaitsResolved(simpy.Event):
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
 
 
-def _run_call(event) -> None:
-    event.fn(event.arg)
-
-
-_RUN_CALL = (_run_call,)
-
-
 class Call:
-    """A simulator event that only calls ``fn(arg)``: all ``Environment.step`` needs of an event is
-    its ``callbacks`` and ``_ok``. One small object (the callbacks tuple is shared), several times
-    cheaper than ``env.timeout(ns)`` plus a callback closure, and scheduled the same way, so events
-    keep their order (time, priority, insertion)."""
+    """A simulator event that only calls ``fn(event)`` (``event.arg``: what it was created with): all
+    ``Environment.step`` needs of an event is its ``callbacks`` and ``_ok``. One small object, several
+    times cheaper than ``env.timeout(ns)`` plus a callback closure, and scheduled the same way, so
+    events keep their order (time, priority, insertion)."""
 
-    __slots__ = ("callbacks", "fn", "arg")
+    __slots__ = ("callbacks", "arg")
     _ok = True
 
     def __init__(self, fn, arg=None):
-        self.callbacks = _RUN_CALL
-        self.fn = fn
+        self.callbacks = (fn,)
         self.arg = arg
 
 
@@ -118,17 +110,19 @@ class Done:
 
 
 def call_after(env, ns: int, fn, arg=None) -> None:
-    """Call ``fn(arg)`` when the simulation reaches ``env.now + ns`` (as ``env.timeout(ns)`` would)."""
+    """Call ``fn(event)`` (``event.arg`` is ``arg``) when the simulation reaches ``env.now + ns``, as
+    a callback of ``env.timeout(ns)`` would be."""
     env.schedule(Call(fn, arg), NORMAL, ns)
 
 
 class Waits:
     """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
-    ``on_resolved(op, error)`` is called from a simulator event scheduled when (and where, in event
-    order) WaitsResolved would have succeeded — at the virtual time the device sees the last wait
-    reached, with None, or as soon as one wait semaphore fails, with that failure."""
+    ``on_resolved(event)`` runs as a simulator event (``event.arg``: this object; ``value``: None
+    or the failure) scheduled when (and where, in event order) WaitsResolved would have succeeded —
+    at the virtual time the device sees the last wait reached, or as soon as one wait semaphore
+    fails, with that failure."""
 
-    __slots__ = ("device", "op", "waits", "on_resolved", "done", "_left", "_timepoints", "_value")
+    __slots__ = ("device", "op", "waits", "on_resolved", "done", "_left", "_timepoints", "value")
 
     def __init__(self, device, op, on_resolved):
         self.device = device
@@ -161,21 +155,18 @@ class Waits:
 
     def _fire(self, value, t: int) -> None:
         self.done = True
-        for tp in self._timepoints:
-            tp.cancel()
+        if value is not None:  # a failure: the waits not reached yet are withdrawn (else all have run)
+            for tp in self._timepoints:
+                tp.cancel()
         self._timepoints = None
-        self._value = value
+        self.value = value
         env = self.device.env
-        env.schedule(Call(_resolved, self), NORMAL, max(0, t - env._now))
+        env.schedule(Call(self.on_resolved, self), NORMAL, max(0, t - env._now))
 
     def cancel(self, error: HalError) -> None:
         """Resolve now with ``error`` unless already resolved (queue shutdown)."""
         if not self.done:
             self._fire(error, self.device.env.now)
-
-
-def _resolved(waits: Waits) -> None:
-    waits.on_resolved(waits.op, waits._value)
 
 
 class Fifo(deque):

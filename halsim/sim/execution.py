@@ -103,18 +103,18 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
 _HOST_SIDE = ("alloca", "dealloca", "host_call")
 
 
-def quick_body(device, op: QueueOp, lead: int) -> tuple[int, int | None] | None:
+def quick_body(device, op: QueueOp, lead: int) -> tuple[int, tuple | None] | None:
     """:func:`timed_body` without a generator, for the common case: no fault injection, and a command
     list whose durations are all static (a block plan) or no commands at all. Applies the effects
-    now and returns ``(ns, block)``: after ``ns`` (``lead`` included) the caller emits the trace
-    block (``trace.emit_block(block, start, op.id, track)``, when not None) and the op signals.
+    now and returns ``(ns, block)``: after ``ns`` (``lead`` included) the caller traces the block
+    (``block``: the plan's ``(trace block id, ns, commands)``, or None) and the op signals.
     None: the op needs :func:`timed_body` (which then also finds and traces a failing command)."""
     if device.faults is not None or op.kind in _HOST_SIDE:
         return None
     commands = op.commands
     if not commands:
         return lead, None
-    plan = command_plan(device, commands)
+    plan = getattr(commands, "device_state", None) or command_plan(device, commands)
     block = plan.block
     if block is None:
         return None
@@ -122,7 +122,7 @@ def quick_body(device, op: QueueOp, lead: int) -> tuple[int, int | None] | None:
         plan.apply()
     except Exception:  # noqa: BLE001 - timed_body applies them again and reports the failure
         return None
-    return block[1] + lead, block[0]
+    return block[1] + lead, block
 
 
 # -- command plans: what a resolved command list costs and does, built once per list -----------------
@@ -153,7 +153,7 @@ def command_plan(device, commands) -> tuple:
         for _, ns, _, tpl in plan:
             offsets.append((tpl, t, t + ns))
             t += ns
-        plan.block = (device.trace.add_block(offsets), t)
+        plan.block = (device.trace.add_block(offsets), t, len(offsets))
         plan.apply = _apply_all([apply for _, _, apply, _ in plan], commands)
     if isinstance(commands, Commands):
         commands.device_state = plan
@@ -161,7 +161,7 @@ def command_plan(device, commands) -> tuple:
 
 
 class Plan(tuple):
-    """A command list's plan; ``block`` = (trace block id, total ns) when every duration is static,
+    """A command list's plan; ``block`` = (trace block id, total ns, commands) when every duration is static,
     and then ``apply()`` applies every command's effect in order (stopping at a failure)."""
 
     def __new__(cls, items):

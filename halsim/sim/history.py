@@ -104,10 +104,18 @@ class SemaphoreHistory:
         return min(times) if mode == WaitMode.ANY else max(times)
 
     def ready_at(self, waits) -> int:
-        """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency)."""
+        """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency):
+        the latest :meth:`reached_at`, inlined (every queue operation with waits asks)."""
         t = 0
+        signals = self._signals
         for sem, value in waits:
-            r = self.reached_at(sem.id, value)
+            entry = signals.get(sem.id)
+            if entry is None:
+                continue
+            values = entry[0]
+            if not values or values[-1] < value:
+                continue
+            r = entry[1][-1] if values[-1] == value else entry[1][bisect_left(values, value)]
             if r > t:
                 t = r
         return t

@@ -459,12 +459,12 @@ class StreamDevice(SimDevice):
         ns, block = quick
         if not ns:
             if block is not None:
-                self.trace.emit_block(block, op.start_t, op.id, stream.track)
+                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
             return self._stream_record(stream, action, True, None)
 
         def ran(_ev):
             if block is not None:
-                self.trace.emit_block(block, op.start_t, op.id, stream.track)
+                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
             self._stream_resume(stream, self._stream_record(stream, action, True, None))
         call_after(env, ns, ran)
         return False

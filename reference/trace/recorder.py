@@ -79,14 +79,17 @@ class Recorder:
                                  [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
                                  op.fields, tuple(res_ids)), 2)
 
-    def finished(self, op, block: int | None, res_ids) -> None:
-        """The commands of trace block ``block`` (if not None: see Trace.add_block; they started at
-        ``op.start_t``), then :meth:`op_done` (success) and :meth:`release` of ``res_ids`` (if not
-        None), as one record: what a successful op that ran a static command list writes at its end."""
-        self.trace.emit_records(("finished", op.end_t, op.id, op.ready_t, op.start_t, op.track, block,
-                                 res_ids, self.clock()),
-                                (self.trace.block_size(block) if block is not None else 0) + 1 +
-                                (res_ids is not None))
+    def finished(self, op, block, res_ids, now: int) -> None:
+        """The commands of trace block ``block`` (if not None: ``(block id, ns, commands)``, see
+        Trace.add_block; they started at ``op.start_t``), then :meth:`op_done` (success) and, at
+        ``now``, :meth:`release` of ``res_ids`` (if not None), as one record: what a successful op
+        that ran a static command list writes at its end."""
+        if block is None:
+            self.trace.emit_records(("finished", op.end_t, op.id, op.ready_t, op.start_t, op.track, None,
+                                     res_ids, now), 1 + (res_ids is not None))
+        else:
+            self.trace.emit_records(("finished", op.end_t, op.id, op.ready_t, op.start_t, op.track, block[0],
+                                     res_ids, now), block[2] + 1 + (res_ids is not None))
 
     def op_done(self, op, error=None) -> None:
         if error is None:

@@ -64,11 +64,16 @@ class GenericDevice(SimDevice):
         env = self.env
         env.schedule(Call(self._arrive, op), NORMAL, max(0, op.enqueue_t - env._now))
 
-    def _arrive(self, op: QueueOp) -> None:
+    def _arrive(self, event: Call) -> None:
+        op = event.arg
         if not op.wait:
             self._ready(op, None)
             return
-        self._pending[op] = Waits(self, op, self._ready)
+        self._pending[op] = Waits(self, op, self._waited)
+
+    def _waited(self, event: Call) -> None:
+        waits = event.arg
+        self._ready(waits.op, waits.value)
 
     def _ready(self, op: QueueOp, error: HalError | None) -> None:
         self._pending.pop(op, None)
@@ -94,19 +99,20 @@ class GenericDevice(SimDevice):
             self._step(op, queue, timed_body(self, op, queue.track, at=op.start_t))
             return
         ns, block = quick
+        ran = Call(self._quick_end, (op, queue, block))
         if ns:
-            env.schedule(Call(self._quick_end, (op, queue, block)), NORMAL, ns)
+            env.schedule(ran, NORMAL, ns)
         else:
-            self._quick_end((op, queue, block))
+            self._quick_end(ran)
 
-    def _quick_end(self, ran: tuple[QueueOp, HardwareQueue, int | None]) -> None:
-        op, queue, block = ran
-        # _end → _finish → retire for an op that succeeded, with its trace events (the commands, op_done,
-        # release) written as one record.
-        op.end_t = self.env._now
+    def _quick_end(self, event: Call) -> None:
+        # _end → _finish → retire for an op that ran a static command list (or none), with its trace
+        # events (the commands, op_done, release) written as one record.
+        op, queue, block = event.arg
+        op.end_t = now = self.env._now
         try:
             resources = op.resources
-            self.recorder.finished(op, block, [r.id for r in resources] if resources else None)
+            self.recorder.finished(op, block, [r.id for r in resources] if resources else None, now)
             op.resources = ()
             signal_all(self, op)
         finally:
@@ -127,8 +133,8 @@ class GenericDevice(SimDevice):
         else:
             self.env.schedule(Call(self._resume, (op, queue, body)), NORMAL, ns)
 
-    def _resume(self, step: tuple) -> None:
-        self._step(*step)
+    def _resume(self, event: Call) -> None:
+        self._step(*event.arg)
 
     def _end(self, op: QueueOp, queue: HardwareQueue, should_signal: bool, error: HalError | None) -> None:
         op.end_t = self.env._now
