@@ -20,6 +20,7 @@ the signal's virtual time) or another operation.
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
 
 import simpy
 from simpy.events import NORMAL
@@ -160,8 +161,8 @@ class Waits:
                 tp.cancel()
         self._timepoints = None
         self.value = value
-        env = self.device.env
-        env.schedule(Call(self.on_resolved, self), NORMAL, max(0, t - env._now))
+        env = self.device.env  # (heappush: env.schedule(event, NORMAL, delay) without the call)
+        heappush(env._queue, (max(env._now, t), NORMAL, next(env._eid), Call(self.on_resolved, self)))
 
     def cancel(self, error: HalError) -> None:
         """Resolve now with ``error`` unless already resolved (queue shutdown)."""

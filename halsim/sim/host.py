@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import threading
 import time
+from heapq import heappop
 from threading import current_thread, get_ident
 from time import monotonic
 
@@ -332,10 +333,18 @@ class HostThreads:
                 step()
                 if t_dead == INF and who != STALLED:
                     # The common case as a tight loop: no deadline can expire, so keep stepping while
-                    # nothing the checks above look at changes (releases, blocks, host code run).
+                    # nothing the checks above look at changes (releases, blocks, host code run). The
+                    # step is SimPy's Environment.step, inlined.
                     changes = self._changes
                     while queue and self._releases == start and self._changes == changes and not self._user_code:
-                        step()
+                        env._now, _, _, event = heappop(queue)
+                        callbacks, event.callbacks = event.callbacks, None
+                        for callback in callbacks:
+                            callback(event)
+                        if not event._ok and not hasattr(event, "_defused"):
+                            exc = type(event._value)(*event._value.args)
+                            exc.__cause__ = event._value
+                            raise exc
                 if self._user_code:
                     self._user_code = False
                     who = self.candidates()

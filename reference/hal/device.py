@@ -211,14 +211,15 @@ class Device:
                  resources=(), fields=None) -> QueueOp:
         if self._closed:
             self._check_open()
-        queue = self._queue_index(queue_affinity)
+        queue = self._queue_of.get(queue_affinity) if type(queue_affinity) is int else None
+        if queue is None:
+            queue = self._queue_index(queue_affinity)
         wait = check_timepoints(self, wait, "wait")
         signal = check_timepoints(self, signal, "signal")
         thread = self.host_thread()
         op_id = f"{thread}:{next(self._op_seq[thread])}"
         resources = _retained(resources, wait, signal, commands)
-        op = QueueOp(op_id, kind, queue, thread, wait, signal, commands=commands, buffer=buffer,
-                     host_call=host_call, resources=resources, fields=fields)
+        op = QueueOp(op_id, kind, queue, thread, wait, signal, commands, buffer, host_call, resources, fields)
         op.enqueue_t = self.now()
         self.recorder.enqueued(op, [r.id for r in resources])  # op and retain
         self._submit(op)

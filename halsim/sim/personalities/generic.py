@@ -21,6 +21,7 @@ retained, then signalling. Ready operations never wait behind blocked ones (no h
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
 
 from simpy.events import NORMAL
 
@@ -61,8 +62,8 @@ class GenericDevice(SimDevice):
     # Three simulator events per op, the fewest that keep the order of events (and so traces) fixed.
 
     def _schedule(self, op: QueueOp) -> None:
-        env = self.env
-        env.schedule(Call(self._arrive, op), NORMAL, max(0, op.enqueue_t - env._now))
+        env = self.env  # (heappush: env.schedule(event, NORMAL, delay) without the call)
+        heappush(env._queue, (max(env._now, op.enqueue_t), NORMAL, next(env._eid), Call(self._arrive, op)))
 
     def _arrive(self, event: Call) -> None:
         op = event.arg
@@ -101,7 +102,7 @@ class GenericDevice(SimDevice):
         ns, block = quick
         ran = Call(self._quick_end, (op, queue, block))
         if ns:
-            env.schedule(ran, NORMAL, ns)
+            heappush(env._queue, (env._now + ns, NORMAL, next(env._eid), ran))
         else:
             self._quick_end(ran)
 
