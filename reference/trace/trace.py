@@ -8,7 +8,10 @@ directions and still read by any JSON parser::
     ...
     ]}
 
-Events are kept in memory up to ``spill_threshold`` and then appended to a temporary spool file (in
+Entries (event dicts, and compact records that stand for one or more events) are kept in memory up
+to ``spill_threshold`` — 500,000 entries, about 170 MB of records (a record is ~340 bytes, an event
+dict ~410; a queue operation writes two or three records for its dozen events) — and then appended
+to a temporary spool file (in
 ``marshal`` chunks — pickle where an event holds something marshal cannot write: encoding JSON there
 would cost ten times more, and only :meth:`Trace.save` needs it), so a million-event trace does not
 live in RAM. :meth:`Trace.save` writes atomically (temporary file in the
@@ -62,7 +65,7 @@ class TraceFormatError(ValueError):
 class Trace:
     """An append-only sequence of trace events (dicts) plus a header."""
 
-    def __init__(self, header: dict | None = None, spill_threshold: int = 200_000):
+    def __init__(self, header: dict | None = None, spill_threshold: int = 500_000):
         self.header = dict(header or {})
         self._events: list[dict] = []
         self._spool = None  # temporary file of marshalled (or pickled) event chunks, oldest first
