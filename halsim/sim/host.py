@@ -331,12 +331,13 @@ class HostThreads:
                             self.release(b, b.timeout_error(), t_dead)
                     continue
                 step()
-                if t_dead == INF and who != STALLED:
-                    # The common case as a tight loop: no deadline can expire, so keep stepping while
+                if who != STALLED:
+                    # The common case as a tight loop: keep stepping while no deadline is due and
                     # nothing the checks above look at changes (releases, blocks, host code run). The
                     # step is SimPy's Environment.step, inlined.
                     changes = self._changes
-                    while queue and self._releases == start and self._changes == changes and not self._user_code:
+                    while queue and queue[0][0] <= t_dead and self._releases == start and \
+                            self._changes == changes and not self._user_code:
                         env._now, _, _, event = heappop(queue)
                         callbacks, event.callbacks = event.callbacks, None
                         for callback in callbacks:

@@ -228,19 +228,21 @@ class StreamDevice(SimDevice):
             return
         candidates = {}
         blocked = self._blocked
-        for sem_id in set(sems) | self._recorded_since_scan:
-            heap = blocked.get(sem_id)
-            if not heap:
-                continue
-            level = self._reach_level(heap[0][2].waits[0][0])
-            while heap and heap[0][0] <= level:
-                action = heappop(heap)[2]
-                candidates[action.seq] = action
-        self._recorded_since_scan.clear()
+        recorded = self._recorded_since_scan
+        if blocked and (sems or recorded):
+            for sem_id in recorded.union(sems) if sems else recorded:
+                heap = blocked.get(sem_id)
+                if not heap:
+                    continue
+                level = self._reach_level(heap[0][2].waits[0][0])
+                while heap and heap[0][0] <= level:
+                    action = heappop(heap)[2]
+                    candidates[action.seq] = action
+        recorded.clear()
         if new is not None:
             candidates[new.seq] = new
         ready = []
-        for seq in sorted(candidates):
+        for seq in sorted(candidates) if len(candidates) > 1 else candidates:
             action = candidates[seq]
             outcome = self._resolve(action)
             if outcome is False:
@@ -273,15 +275,17 @@ class StreamDevice(SimDevice):
 
     def _resolve(self, action: Action):
         """None: ready; False: still pending; a HalError: the action fails with it."""
-        now, history, waits = self.env.now, self.history, action.waits
+        now, history, waits = self.env._now, self.history, action.waits
         while waits:
             sem, value = waits[0]
-            if sem.failure is not None and history.failure(sem.id)[0] <= now:
-                return sem.failure.clone()
-            if sem.poll(value) is True and history.reached(sem.id, value)[0] <= now:
+            failure = sem.failure
+            if failure is not None and history.failure(sem.id)[0] <= now:
+                return failure.clone()
+            if sem.poll(value) is True and history.reached_at(sem.id, value) <= now:
                 waits.pop(0)
                 continue
-            event = self._recorded_event(sem.id, value)
+            recorded = self._recorded.get(sem.id)
+            event = recorded.find(value) if recorded else None
             if event is not None:
                 event.refs += 1
             elif self.wait_policy == "user_event":
