@@ -116,6 +116,52 @@ def call_after(env, ns: int, fn, arg=None) -> None:
     env.schedule(Call(fn, arg), NORMAL, ns)
 
 
+class Lane:
+    """Simulator events that come in nondecreasing time order — one host thread's queue calls,
+    arriving at its clock — kept in a deque with only the earliest in the environment's heap, each
+    with the insertion number ``env.schedule`` would have given it, so the order of events is the
+    same. A host thread submits far ahead of the simulation: 100,000 arrivals in the heap made every
+    step dearer. ``fn(arg)`` runs at each one's time."""
+
+    __slots__ = ("env", "fn", "items", "event")
+
+    def __init__(self, env, fn):
+        self.env = env
+        self.fn = fn
+        self.items: deque = deque()  # (time, insertion number, arg), sorted
+        self.event = Call(self._next)  # the head's event, reused
+
+    def push(self, t: int, arg) -> None:
+        """``fn(arg)`` at time ``t`` (>= now), in insertion order among events at ``t``."""
+        env = self.env
+        eid = next(env._eid)
+        items = self.items
+        if not items:
+            items.append((t, eid, arg))
+            event = self.event
+            event.callbacks = (self._next,)
+            heappush(env._queue, (t, NORMAL, eid, event))
+        elif t >= items[-1][0]:
+            items.append((t, eid, arg))
+        else:  # earlier than the last one (not expected of a host clock): an event of its own
+            heappush(env._queue, (t, NORMAL, eid, Call(self._one, arg)))
+
+    def _next(self, event: Call) -> None:
+        items = self.items
+        arg = items.popleft()[2]
+        if items:
+            t, eid, _ = items[0]
+            event.callbacks = (self._next,)
+            heappush(self.env._queue, (t, NORMAL, eid, event))
+        self.fn(arg)
+
+    def _one(self, event: Call) -> None:
+        self.fn(event.arg)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 class Waits:
     """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
     ``on_resolved(event)`` runs as a simulator event (``event.arg``: this object; ``value``: None

@@ -48,7 +48,7 @@ from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_a
 from reference.trace.trace import expander
 
 from .device import SimDevice
-from .events import Done, WaitsResolved, call_after
+from .events import Done, Lane, WaitsResolved, call_after
 from .execution import quick_body, timed_body
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
@@ -159,6 +159,7 @@ class StreamDevice(SimDevice):
         self.unpooled_events = 0
         self._seq = 0
         self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
+        self._arrivals: dict[int, Lane] = {}  # host thread → its queue calls on their way (at its clock)
         self._pending: dict[int, Action] = {}  # submission order
         self._recorded: dict[str, Recorded] = {}  # semaphore id → its recorded device-signal events
         self._scans: dict[int, set] = {}          # time → semaphores changed then
@@ -187,7 +188,10 @@ class StreamDevice(SimDevice):
         action = Action(op, self._seq)
         self._seq += 1
         self._arriving += 1
-        call_after(self.env, max(0, op.enqueue_t - self.env._now), lambda _ev: self._arrive(action))
+        lane = self._arrivals.get(op.thread)
+        if lane is None:
+            lane = self._arrivals[op.thread] = Lane(self.env, self._arrive)
+        lane.push(max(self.env._now, op.enqueue_t), action)
 
     def _arrive(self, action: Action) -> None:
         self._arriving -= 1

@@ -29,7 +29,7 @@ from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, signal_all
 
 from ..device import SimDevice
-from ..events import Call, Waits
+from ..events import Call, Lane, Waits
 from ..execution import quick_body, timed_body
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
@@ -56,17 +56,19 @@ class GenericDevice(SimDevice):
         self._queues = [HardwareQueue(i, self.max_concurrency, self.recorder.track("queue", f"queue {i}"))
                         for i in range(self.queue_count)]
         self._pending: dict[QueueOp, Waits] = {}  # insertion (submission) order
+        self._arrivals: dict[int, Lane] = {}  # host thread → its queue calls on their way (at its clock)
 
     # An op moves through plain simulator callbacks (events.Call), not a SimPy process: arrive (at the
     # host's clock) → waits resolved → an execution slot → one event for launch + body → retire.
     # Three simulator events per op, the fewest that keep the order of events (and so traces) fixed.
 
     def _schedule(self, op: QueueOp) -> None:
-        env = self.env  # (heappush: env.schedule(event, NORMAL, delay) without the call)
-        heappush(env._queue, (max(env._now, op.enqueue_t), NORMAL, next(env._eid), Call(self._arrive, op)))
+        lane = self._arrivals.get(op.thread)
+        if lane is None:
+            lane = self._arrivals[op.thread] = Lane(self.env, self._arrive)
+        lane.push(max(self.env._now, op.enqueue_t), op)
 
-    def _arrive(self, event: Call) -> None:
-        op = event.arg
+    def _arrive(self, op: QueueOp) -> None:
         if not op.wait:
             self._ready(op, None)
             return
