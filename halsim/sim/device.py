@@ -24,6 +24,7 @@ import functools
 import itertools
 import random
 import threading
+from threading import current_thread, get_ident
 
 import simpy
 
@@ -49,6 +50,10 @@ def to_ns(seconds: float) -> int:
     return int(round(seconds * 1_000_000_000))
 
 
+class _CallDepth(threading.local):
+    depth = 0  # nesting of device calls on this thread: only the outermost one registers and charges
+
+
 def _api(submit: bool = False, cost: bool = True):
     """Make a Device method a serialized device call that registers the caller and charges its clock."""
     def decorate(method):
@@ -56,12 +61,11 @@ def _api(submit: bool = False, cost: bool = True):
         def call(self, *args, **kwargs):
             with self._lock:
                 local = self._local
-                depth = getattr(local, "depth", 0)
-                if depth == 0 and not self.threads.in_sim():
-                    self.host_thread()
-                    self.threads.touch()
-                    if cost:
-                        self.threads.charge(self.cost.host_api_ns + (self.cost.submit_ns if submit else 0))
+                depth = local.depth
+                if depth == 0:
+                    c = self.cost
+                    self.threads.enter(self.host_thread, (c.host_api_ns + (c.submit_ns if submit else 0))
+                                       if cost else 0)
                 local.depth = depth + 1
                 try:
                     return method(self, *args, **kwargs)
@@ -108,7 +112,7 @@ class SimDevice(Device):
     def __init__(self, uri: str, options: dict | None = None):
         options = check_options({**OPTIONS, **self.extra_options, **(options or {})}, self.extra_options)
         self._lock = threading.RLock()
-        self._local = threading.local()
+        self._local = _CallDepth()
         self.env = simpy.Environment()
         self.cost = CostModel.from_option(options["cost_model"], CostModel.from_dict(self.cost_defaults))
         self.queue_count = options["queues"]
@@ -118,6 +122,7 @@ class SimDevice(Device):
         self.faults = parse_faults(options["faults"], options["fault_rate"])  # None: no fault injection
         self.history = SemaphoreHistory(self.cost.wake_ns)
         self.threads = HostThreads(self.env, self._lock, self._diagnose)
+        self.now = self.threads.clock  # what now() returns, without a call in between (it is called a lot)
         self._thread_count = 0
         self._sim_thread: int | None = None
         self._host_call_op: QueueOp | None = None
@@ -136,6 +141,11 @@ class SimDevice(Device):
     def host_thread(self) -> int:
         """Index of the calling host thread; registering it on its first call (see :mod:`.host`)."""
         threads = self.threads
+        ident = get_ident()
+        if threads._sim_ident != ident:  # the usual case first: a registered host thread
+            ht = threads._by_ident.get(ident)
+            if ht is not None and ht.thread is current_thread():
+                return ht.index
         if threads.in_sim():  # host calls the simulator runs get their own, deterministic, index
             if self._sim_thread is None:
                 self._sim_thread = self._new_thread_index("host calls")
@@ -212,7 +222,8 @@ class SimDevice(Device):
         self._fail_semaphore(sem, error, op.id if op is not None else f"host:{self.host_thread()}")
 
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
-        t = self.now()
+        # The simulator signalling (queue ops) is the usual case: its clock is the engine's.
+        t = self.env._now if self.threads._sim_ident == get_ident() else self.now()
         fresh = sem.failure is None and value > sem.payload
         if fresh:  # recorded before advancing: timepoint callbacks read the history
             self.history.signaled(sem.id, value, t, self._actor())

@@ -20,6 +20,7 @@ the signal's virtual time) or another operation.
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
 
 import simpy
 from simpy.events import NORMAL
@@ -76,6 +77,143 @@ class WaitsResolved(simpy.Event):
     def unmet(self) -> list:
         """The ``(semaphore, value)`` pairs not reached yet."""
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
+
+
+class Call:
+    """A simulator event that only calls ``fn(event)`` (``event.arg``: what it was created with): all
+    ``Environment.step`` needs of an event is its ``callbacks`` and ``_ok``. One small object, several
+    times cheaper than ``env.timeout(ns)`` plus a callback closure, and scheduled the same way, so
+    events keep their order (time, priority, insertion)."""
+
+    __slots__ = ("callbacks", "arg")
+    _ok = True
+
+    def __init__(self, fn, arg=None):
+        self.callbacks = (fn,)
+        self.arg = arg
+
+
+class Done:
+    """A one-shot simulator event for callbacks only (a native event's completion): ``succeed``
+    schedules it now, as SimPy's ``Event.succeed`` would; then ``callbacks`` run with it, and
+    ``callbacks`` is None once it has been processed. ``_value``: what it succeeded with."""
+
+    __slots__ = ("callbacks", "_value")
+    _ok = True
+
+    def __init__(self):
+        self.callbacks = []
+        self._value = None
+
+    def succeed(self, env, value=None) -> None:
+        self._value = value
+        env.schedule(self, NORMAL, 0)
+
+
+def call_after(env, ns: int, fn, arg=None) -> None:
+    """Call ``fn(event)`` (``event.arg`` is ``arg``) when the simulation reaches ``env.now + ns``, as
+    a callback of ``env.timeout(ns)`` would be."""
+    env.schedule(Call(fn, arg), NORMAL, ns)
+
+
+class Lane:
+    """Simulator events that come in nondecreasing time order — one host thread's queue calls,
+    arriving at its clock — kept in a deque with only the earliest in the environment's heap, each
+    with the insertion number ``env.schedule`` would have given it, so the order of events is the
+    same. A host thread submits far ahead of the simulation: 100,000 arrivals in the heap made every
+    step dearer. ``fn(arg)`` runs at each one's time."""
+
+    __slots__ = ("env", "fn", "items", "event")
+
+    def __init__(self, env, fn):
+        self.env = env
+        self.fn = fn
+        self.items: deque = deque()  # (time, insertion number, arg), sorted
+        self.event = Call(self._next)  # the head's event, reused
+
+    def push(self, t: int, arg) -> None:
+        """``fn(arg)`` at time ``t`` (>= now), in insertion order among events at ``t``."""
+        env = self.env
+        eid = next(env._eid)
+        items = self.items
+        if not items:
+            items.append((t, eid, arg))
+            event = self.event
+            event.callbacks = (self._next,)
+            heappush(env._queue, (t, NORMAL, eid, event))
+        elif t >= items[-1][0]:
+            items.append((t, eid, arg))
+        else:  # earlier than the last one (not expected of a host clock): an event of its own
+            heappush(env._queue, (t, NORMAL, eid, Call(self._one, arg)))
+
+    def _next(self, event: Call) -> None:
+        items = self.items
+        arg = items.popleft()[2]
+        if items:
+            t, eid, _ = items[0]
+            event.callbacks = (self._next,)
+            heappush(self.env._queue, (t, NORMAL, eid, event))
+        self.fn(arg)
+
+    def _one(self, event: Call) -> None:
+        self.fn(event.arg)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class Waits:
+    """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
+    ``on_resolved(event)`` runs as a simulator event (``event.arg``: this object; ``value``: None
+    or the failure) scheduled when (and where, in event order) WaitsResolved would have succeeded —
+    at the virtual time the device sees the last wait reached, or as soon as one wait semaphore
+    fails, with that failure."""
+
+    __slots__ = ("device", "op", "waits", "on_resolved", "done", "_left", "_timepoints", "value")
+
+    def __init__(self, device, op, on_resolved):
+        self.device = device
+        self.op = op
+        self.waits = waits = op.wait
+        self.on_resolved = on_resolved
+        self.done = False
+        self._left = len(waits)
+        self._timepoints = []
+        on_change = self._on_change
+        for sem, value in waits:
+            tp = sem.add_timepoint(value, on_change)
+            if self.done:
+                break
+            if tp is not None:
+                self._timepoints.append(tp)
+
+    def _on_change(self, error: HalError | None) -> None:
+        if self.done:
+            return
+        if error is not None:
+            history = self.device.history
+            env = self.device.env
+            t = next((history.failure(s.id)[0] for s, _ in self.waits if s.failure is error), env.now)
+            self._fire(error, t)
+            return
+        self._left -= 1
+        if self._left == 0:
+            self._fire(None, self.device.history.ready_at(self.waits))
+
+    def _fire(self, value, t: int) -> None:
+        self.done = True
+        if value is not None:  # a failure: the waits not reached yet are withdrawn (else all have run)
+            for tp in self._timepoints:
+                tp.cancel()
+        self._timepoints = None
+        self.value = value
+        env = self.device.env  # (heappush: env.schedule(event, NORMAL, delay) without the call)
+        heappush(env._queue, (max(env._now, t), NORMAL, next(env._eid), Call(self.on_resolved, self)))
+
+    def cancel(self, error: HalError) -> None:
+        """Resolve now with ``error`` unless already resolved (queue shutdown)."""
+        if not self.done:
+            self._fire(error, self.device.env.now)
 
 
 class Fifo(deque):

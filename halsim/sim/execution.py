@@ -100,6 +100,31 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
     return True
 
 
+_HOST_SIDE = ("alloca", "dealloca", "host_call")
+
+
+def quick_body(device, op: QueueOp, lead: int) -> tuple[int, tuple | None] | None:
+    """:func:`timed_body` without a generator, for the common case: no fault injection, and a command
+    list whose durations are all static (a block plan) or no commands at all. Applies the effects
+    now and returns ``(ns, block)``: after ``ns`` (``lead`` included) the caller traces the block
+    (``block``: the plan's ``(trace block id, ns, commands)``, or None) and the op signals.
+    None: the op needs :func:`timed_body` (which then also finds and traces a failing command)."""
+    if device.faults is not None or op.kind in _HOST_SIDE:
+        return None
+    commands = op.commands
+    if not commands:
+        return lead, None
+    plan = getattr(commands, "device_state", None) or command_plan(device, commands)
+    block = plan.block
+    if block is None:
+        return None
+    try:
+        plan.apply()
+    except Exception:  # noqa: BLE001 - timed_body applies them again and reports the failure
+        return None
+    return block[1] + lead, block
+
+
 # -- command plans: what a resolved command list costs and does, built once per list -----------------
 
 _INLINE_FILL_MAX = 64 * 1024  # fills up to this size keep their expanded pattern in the plan
@@ -128,19 +153,61 @@ def command_plan(device, commands) -> tuple:
         for _, ns, _, tpl in plan:
             offsets.append((tpl, t, t + ns))
             t += ns
-        plan.block = (device.trace.add_block(offsets), t)
+        plan.block = (device.trace.add_block(offsets), t, len(offsets))
+        plan.apply = _apply_all([apply for _, _, apply, _ in plan], commands)
     if isinstance(commands, Commands):
         commands.device_state = plan
     return plan
 
 
 class Plan(tuple):
-    """A command list's plan; ``block`` = (trace block id, total ns) when every duration is static."""
+    """A command list's plan; ``block`` = (trace block id, total ns, commands) when every duration is static,
+    and then ``apply()`` applies every command's effect in order (stopping at a failure)."""
 
     def __new__(cls, items):
         self = super().__new__(cls, items)
         self.block = None
+        self.apply = None
         return self
+
+
+def _apply_all(appliers: list, commands) -> Callable[[], None]:
+    """One call applying ``appliers`` in order. Fills of back-to-back byte ranges of one buffer (a
+    command buffer filling a buffer piece by piece) become one slice assignment, which leaves the
+    same bytes; a fill that would fail fails the merged one, which stops at the same point."""
+    steps: list = []  # appliers, and [root, lo, hi, data] for runs of fills
+    for cmd, apply in zip(commands, appliers):
+        if apply is _nothing:
+            continue
+        run = getattr(apply, "fill_range", None)
+        if run is not None:
+            root, lo, hi, data = run
+            last = steps[-1] if steps else None
+            if type(last) is list and last[0] is root and last[2] == lo:
+                last[2], last[3] = hi, last[3] + data
+                continue
+            steps.append([root, lo, hi, data])
+            continue
+        steps.append(apply)
+    if all(type(step) is list for step in steps):
+        fills = [tuple(step) for step in steps]
+
+        def apply_fills() -> None:
+            for root, lo, hi, data in fills:
+                root.storage("fill target")[lo:hi] = data
+        return apply_fills
+    calls = [_fill_call(*step) if type(step) is list else step for step in steps]
+
+    def apply_all() -> None:
+        for call in calls:
+            call()
+    return apply_all
+
+
+def _fill_call(root, lo, hi, data) -> Callable[[], None]:
+    def fill() -> None:
+        root.storage("fill target")[lo:hi] = data
+    return fill
 
 
 def _static_ns(cost, cmd) -> int | None:
@@ -159,6 +226,7 @@ def _applier(cmd) -> Callable[[], None]:
 
             def fill() -> None:
                 root.storage("fill target")[lo:hi] = data
+            fill.fill_range = (root, lo, hi, data)  # for _apply_all
             return fill
     elif cmd.kind in ("barrier", "signal_event", "reset_event", "wait_events"):
         return _nothing

@@ -26,32 +26,28 @@ Actor = int | None  # a host thread index, or None for the device (queue operati
 
 
 class SemaphoreHistory:
-    __slots__ = ("wake_ns", "_values", "_times", "_actors", "_failed")
+    __slots__ = ("wake_ns", "_signals", "_failed")
 
     def __init__(self, wake_ns: int):
         self.wake_ns = wake_ns
-        self._values: dict[str, list[int]] = {}
-        self._times: dict[str, list[int]] = {}
-        self._actors: dict[str, list[Actor]] = {}
+        # semaphore id → (values, times, actors) of its signals, in order (values increase)
+        self._signals: dict[str, tuple[list[int], list[int], list[Actor]]] = {}
         self._failed: dict[str, tuple[int, Actor]] = {}
 
     # -- recording -----------------------------------------------------------------------------------
 
     def signaled(self, sem_id: str, value: int, t: int, actor: Actor) -> None:
-        values = self._values.get(sem_id)
-        if values is None:
-            values = self._values[sem_id] = []
-            self._times[sem_id] = []
-            self._actors[sem_id] = []
-        values.append(value)
-        self._times[sem_id].append(t)
-        self._actors[sem_id].append(actor)
+        entry = self._signals.get(sem_id)
+        if entry is None:
+            entry = self._signals[sem_id] = ([], [], [])
+        entry[0].append(value)
+        entry[1].append(t)
+        entry[2].append(actor)
 
     def retract(self, sem_id: str) -> None:
         """Forget the last :meth:`signaled` (the signal was rejected)."""
-        self._values[sem_id].pop()
-        self._times[sem_id].pop()
-        self._actors[sem_id].pop()
+        for column in self._signals[sem_id]:
+            column.pop()
 
     def failed(self, sem_id: str, t: int, actor: Actor) -> None:
         self._failed.setdefault(sem_id, (t, actor))
@@ -61,13 +57,26 @@ class SemaphoreHistory:
     def reached(self, sem_id: str, value: int) -> tuple[int, Actor]:
         """(time, actor) of the first signal that made the semaphore >= value; (0, None) if its initial
         value already was."""
-        values = self._values.get(sem_id)
-        if not values:
+        entry = self._signals.get(sem_id)
+        if entry is None:
             return 0, None
+        values = entry[0]
         i = bisect_left(values, value)
         if i == len(values):
             return 0, None
-        return self._times[sem_id][i], self._actors[sem_id][i]
+        return entry[1][i], entry[2][i]
+
+    def reached_at(self, sem_id: str, value: int) -> int:
+        """The time of :meth:`reached`."""
+        entry = self._signals.get(sem_id)
+        if entry is None:
+            return 0
+        values = entry[0]
+        if not values or values[-1] < value:
+            return 0
+        if values[-1] == value:  # the common case: the wait the latest signal met (values increase)
+            return entry[1][-1]
+        return entry[1][bisect_left(values, value)]
 
     def failure(self, sem_id: str) -> tuple[int, Actor]:
         return self._failed.get(sem_id, (0, None))
@@ -95,5 +104,18 @@ class SemaphoreHistory:
         return min(times) if mode == WaitMode.ANY else max(times)
 
     def ready_at(self, waits) -> int:
-        """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency)."""
-        return max((self.reached(sem.id, value)[0] for sem, value in waits), default=0)
+        """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency):
+        the latest :meth:`reached_at`, inlined (every queue operation with waits asks)."""
+        t = 0
+        signals = self._signals
+        for sem, value in waits:
+            entry = signals.get(sem.id)
+            if entry is None:
+                continue
+            values = entry[0]
+            if not values or values[-1] < value:
+                continue
+            r = entry[1][-1] if values[-1] == value else entry[1][bisect_left(values, value)]
+            if r > t:
+                t = r
+        return t

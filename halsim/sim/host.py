@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import threading
 import time
+from heapq import heappop
+from threading import current_thread, get_ident
+from time import monotonic
 
 from reference.hal import HalError, StatusCode, WaitMode
 from reference.hal.wait import deadline_exceeded
@@ -123,10 +126,23 @@ class HostThreads:
 
     def current(self) -> HostThread | None:
         """The calling thread's record, if it registered (the same real thread, not a reused ident)."""
-        ht = self._by_ident.get(threading.get_ident())
-        if ht is not None and ht.thread is not threading.current_thread():
+        ht = self._by_ident.get(get_ident())
+        if ht is not None and ht.thread is not current_thread():
             return None
         return ht
+
+    def enter(self, register, ns: int) -> None:
+        """A host thread starts a device call: ``register()`` it if new, mark it active (see
+        :meth:`touch`) and charge ``ns`` to its clock. Nothing for the simulator's own calls."""
+        ident = get_ident()
+        if self._sim_ident == ident:
+            return
+        ht = self._by_ident.get(ident)
+        if ht is None or ht.thread is not current_thread():
+            register()
+            ht = self.current()
+        ht.active_at = monotonic()
+        ht.lag += ns
 
     def await_earlier_threads(self) -> None:
         """Before the calling thread registers (lock held), let threads started before it register
@@ -160,10 +176,13 @@ class HostThreads:
 
     def clock(self) -> int:
         """Virtual ns for the caller: the simulator's time, plus the calling host thread's lag."""
-        if self.in_sim():
-            return self.env.now
-        ht = self.current()
-        return self.env.now + (ht.lag if ht is not None else 0)
+        ident = get_ident()
+        if self._sim_ident == ident:
+            return self.env._now
+        ht = self._by_ident.get(ident)
+        if ht is not None and ht.thread is current_thread():
+            return self.env._now + ht.lag
+        return self.env._now
 
     def charge(self, ns: int) -> None:
         """Add ``ns`` of host work to the calling thread's clock (no blocking)."""
@@ -287,13 +306,14 @@ class HostThreads:
         up to the earliest deadline: a stalled thread may still signal, so nothing times out meanwhile.
         """
         env = self.env
+        queue, step = env._queue, env.step
         start = self._releases
         self._sim_ident = threading.get_ident()
         self._user_code = False
         seen = -1
         try:
             while self._releases == start:
-                t_work = env.peek()
+                t_work = queue[0][0] if queue else INF  # env.peek()
                 if seen != self._changes:  # blocks change rarely; events are many
                     seen = self._changes
                     pending = self.pending_blocks()
@@ -310,7 +330,22 @@ class HostThreads:
                         if b.deadline == t_dead:
                             self.release(b, b.timeout_error(), t_dead)
                     continue
-                env.step()
+                step()
+                if who != STALLED:
+                    # The common case as a tight loop: keep stepping while no deadline is due and
+                    # nothing the checks above look at changes (releases, blocks, host code run). The
+                    # step is SimPy's Environment.step, inlined.
+                    changes = self._changes
+                    while queue and queue[0][0] <= t_dead and self._releases == start and \
+                            self._changes == changes and not self._user_code:
+                        env._now, _, _, event = heappop(queue)
+                        callbacks, event.callbacks = event.callbacks, None
+                        for callback in callbacks:
+                            callback(event)
+                        if not event._ok and not hasattr(event, "_defused"):
+                            exc = type(event._value)(*event._value.args)
+                            exc.__cause__ = event._value
+                            raise exc
                 if self._user_code:
                     self._user_code = False
                     who = self.candidates()

@@ -94,3 +94,9 @@ class SimRecorder(Recorder):
     def retain(self, op, res_ids) -> None:
         if self.retains:
             super().retain(op, res_ids)
+
+    def enqueued(self, op, res_ids) -> None:
+        if self.retains:
+            super().enqueued(op, res_ids)
+        else:
+            self.op(op)

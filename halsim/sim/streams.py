@@ -43,22 +43,22 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from heapq import heappop, heappush
 
-import simpy
-
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
+from reference.trace.trace import expander
 
 from .device import SimDevice
-from .events import Fifo, WaitsResolved
-from .execution import timed_body
+from .events import Done, Lane, WaitsResolved, call_after
+from .execution import quick_body, timed_body
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
 MAX_LEVEL = 1 << 64
 
 
 class NativeEvent:
-    """A CUevent / cl_event. ``done`` is a SimPy event whose value is None (reached) or the HalError
-    the waiter fails with; a device-signal event is recorded by ``producer`` for ``sem >= value``."""
+    """A CUevent / cl_event. ``done`` is a simulator event (events.Done, or WaitsResolved for a user
+    event) whose value is None (reached) or the HalError the waiter fails with; a device-signal
+    event is recorded by ``producer`` for ``sem >= value``."""
 
     __slots__ = ("kind", "sem", "value", "producer", "done", "refs", "pooled")
 
@@ -117,16 +117,27 @@ class Recorded:
 
 
 class Stream:
-    """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path."""
+    """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path.
+    ``fifo``: the issued actions, the head running; ``idle``: nothing to run (a push wakes it)."""
 
-    __slots__ = ("index", "track", "fifo", "callback_track", "callback_free")
+    __slots__ = ("index", "track", "fifo", "idle", "held", "held_event", "held_outcome", "held_error",
+                 "callback_track", "callback_free", "slot")
 
-    def __init__(self, env, index: int, track: int, callback_track: int):
+    def __init__(self, index: int, track: int, callback_track: int):
         self.index = index
         self.track = track
-        self.fifo: Fifo = Fifo(env)  # of Action
+        self.fifo: deque[Action] = deque()
+        self.idle = True
+        # The last action, native event, wait outcome and failure the stream looked at: the stream was a
+        # SimPy process, whose frame kept them alive until the next ones; so does this, so that the
+        # host's last reference to a semaphore or buffer goes (the trace's host_release) when it did.
+        self.held: Action | None = None
+        self.held_event: NativeEvent | None = None
+        self.held_outcome: HalError | None = None
+        self.held_error: HalError | None = None
         self.callback_track = callback_track
         self.callback_free = 0
+        self.slot = False  # holds one of the device's execution slots (cost model device_concurrency)
 
 
 class StreamDevice(SimDevice):
@@ -151,6 +162,7 @@ class StreamDevice(SimDevice):
         self.unpooled_events = 0
         self._seq = 0
         self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
+        self._arrivals: dict[int, Lane] = {}  # host thread → its queue calls on their way (at its clock)
         self._pending: dict[int, Action] = {}  # submission order
         self._recorded: dict[str, Recorded] = {}  # semaphore id → its recorded device-signal events
         self._scans: dict[int, set] = {}          # time → semaphores changed then
@@ -164,17 +176,18 @@ class StreamDevice(SimDevice):
         self._worker_busy = False
         self._worker_track = self.recorder.track("worker", "issue worker")
         shared = None if self.callback_per_stream else self.recorder.track("host", "event callbacks")
-        # cost model device_concurrency: how many queues' operations run at once (0: each as if alone)
+        # cost model device_concurrency: how many queues' operations run at once (0: each as if alone);
+        # None, or [free slots, streams waiting for one (first come, first served)]
         n = self.cost.device_concurrency
-        self._engine = simpy.Resource(self.env, n) if n and n < self.queue_count else None
+        self._slots: list | None = [n, deque()] if n and n < self.queue_count else None
         self._streams = []
         for i in range(self.queue_count):
             track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
             cb = shared if shared is not None else self.recorder.track("stream", f"queue {i} callback stream")
-            stream = Stream(self.env, i, track, cb)
-            self._streams.append(stream)
-            self.env.process(self._run_stream(stream))
-        self._shared_callback = Stream(self.env, -1, shared, shared) if shared is not None else None
+            self._streams.append(Stream(i, track, cb))
+        self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
+        self._stepper = self._steps()
+        next(self._stepper)
 
     # -- scans: host-side pending queue actions -------------------------------------------------------
 
@@ -188,7 +201,10 @@ class StreamDevice(SimDevice):
             action.issue_ns = self._issue_ns(op, events, len(op.signal))
             self.threads.charge(action.issue_ns)
         self._arriving += 1
-        self.env.timeout(max(0, op.enqueue_t - self.env.now)).callbacks.append(lambda _ev: self._arrive(action))
+        lane = self._arrivals.get(op.thread)
+        if lane is None:
+            lane = self._arrivals[op.thread] = Lane(self.env, self._arrive)
+        lane.push(max(self.env._now, op.enqueue_t), action)
 
     def _arrive(self, action: Action) -> None:
         self._arriving -= 1
@@ -216,7 +232,7 @@ class StreamDevice(SimDevice):
         def scan(_ev):
             del self._scans[t]
             self._scan(sems)
-        self.env.timeout(max(0, t - self.env.now)).callbacks.append(scan)
+        call_after(self.env, max(0, t - self.env._now), scan)
 
     def _scan(self, sems, new: Action | None = None) -> None:
         """IREE's ``issue()``: resolve pending actions in submission order; issue the ready ones.
@@ -229,19 +245,21 @@ class StreamDevice(SimDevice):
             return
         candidates = {}
         blocked = self._blocked
-        for sem_id in set(sems) | self._recorded_since_scan:
-            heap = blocked.get(sem_id)
-            if not heap:
-                continue
-            level = self._reach_level(heap[0][2].waits[0][0])
-            while heap and heap[0][0] <= level:
-                action = heappop(heap)[2]
-                candidates[action.seq] = action
-        self._recorded_since_scan.clear()
+        recorded = self._recorded_since_scan
+        if blocked and (sems or recorded):
+            for sem_id in recorded.union(sems) if sems else recorded:
+                heap = blocked.get(sem_id)
+                if not heap:
+                    continue
+                level = self._reach_level(heap[0][2].waits[0][0])
+                while heap and heap[0][0] <= level:
+                    action = heappop(heap)[2]
+                    candidates[action.seq] = action
+        recorded.clear()
         if new is not None:
             candidates[new.seq] = new
         ready = []
-        for seq in sorted(candidates):
+        for seq in sorted(candidates) if len(candidates) > 1 else candidates:
             action = candidates[seq]
             outcome = self._resolve(action)
             if outcome is False:
@@ -266,7 +284,7 @@ class StreamDevice(SimDevice):
             self._worker.extend(ready)
             if ready and not self._worker_busy:
                 self._worker_busy = True
-                self.env.timeout(self.cost.wake_ns).callbacks.append(lambda _ev: self._issue_next())
+                call_after(self.env, self.cost.wake_ns, lambda _ev: self._issue_next())
 
     def _fail_all_pending(self) -> None:
         pending = list(self._pending.values())
@@ -277,15 +295,17 @@ class StreamDevice(SimDevice):
 
     def _resolve(self, action: Action):
         """None: ready; False: still pending; a HalError: the action fails with it."""
-        now, history, waits = self.env.now, self.history, action.waits
+        now, history, waits = self.env._now, self.history, action.waits
         while waits:
             sem, value = waits[0]
-            if sem.failure is not None and history.failure(sem.id)[0] <= now:
-                return sem.failure.clone()
-            if sem.poll(value) is True and history.reached(sem.id, value)[0] <= now:
+            failure = sem.failure
+            if failure is not None and history.failure(sem.id)[0] <= now:
+                return failure.clone()
+            if sem.poll(value) is True and history.reached_at(sem.id, value) <= now:
                 waits.pop(0)
                 continue
-            event = self._recorded_event(sem.id, value)
+            recorded = self._recorded.get(sem.id)
+            event = recorded.find(value) if recorded else None
             if event is not None:
                 event.refs += 1
             elif self.wait_policy == "user_event":
@@ -362,7 +382,7 @@ class StreamDevice(SimDevice):
         for sem, value in action.op.signal:
             pooled = self._acquire()
             created += not pooled
-            event = NativeEvent("signal", sem.id, value, action, self.env.event(), pooled)
+            event = NativeEvent("signal", sem.id, value, action, Done(), pooled)
             action.signal_events.append(event)
             self._native("acquire", event)
         ns = action.issue_ns
@@ -371,13 +391,12 @@ class StreamDevice(SimDevice):
         # The work is launched first and its signal events recorded after it (IREE: the graph launch,
         # then cuEventRecord per signal), so the stream may start it before the issue ends.
         markers = self.cost.event_record_ns * len(action.op.signal) + self.cost.event_create_ns * created
-        launched = self.env.timeout(max(0, ns - markers))
-        launched.callbacks.append(lambda _ev: self._streams[action.op.queue].fifo.push(action))
+        call_after(self.env, max(0, ns - markers), lambda _ev: self._push(self._streams[action.op.queue], action))
 
         def issued(_ev):
             op = action.op
-            self.recorder.emit({"ev": "issue", "t": self.env.now, "op": op.id, "start": start,
-                                "track": self._worker_track, "events": len(action.events)})
+            self.trace.emit_record(("issue", self.env._now, op.id, start, self._worker_track,
+                                    len(action.events)))
             for event in action.signal_events:  # () when the op already completed and was cleaned up
                 recorded = self._recorded.get(event.sem)
                 if recorded is None:
@@ -385,7 +404,7 @@ class StreamDevice(SimDevice):
                 recorded.add(event)
                 self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
             self._issue_next()
-        self.env.timeout(ns).callbacks.append(issued)
+        call_after(self.env, ns, issued)
 
     # -- native events and the pool --------------------------------------------------------------------
 
@@ -414,63 +433,159 @@ class StreamDevice(SimDevice):
 
     def _native(self, what: str, event: NativeEvent) -> None:
         """Trace pool activity: ``pooled`` False on acquire = created, on release = destroyed."""
-        self.recorder.emit({"ev": self.event_name, "t": self.env.now, "action": what, "kind": event.kind,
-                            "sem": event.sem, "value": event.value,
-                            "op": event.producer.op.id if event.producer is not None else None,
-                            "pooled": event.pooled, "in_use": self.events_in_use, "free": self.pool_free})
+        self.trace.emit_record(("native_event", self.event_name, self.env._now, what, event.kind, event.sem,
+                                event.value, event.producer.op.id if event.producer is not None else None,
+                                event.pooled, self.events_in_use, self.pool_free))
 
-    # -- the GPU: one process per dispatch stream ----------------------------------------------------
+    # -- the GPU: each dispatch stream runs its issued actions in order ------------------------------
+    # Once a SimPy process per stream; now plain simulator callbacks (events.Call), scheduled at the
+    # same points as the process's events were, so the order of events (and traces) is unchanged.
+    # A step that finishes an action synchronously returns True; one that must wait registers a
+    # callback that finishes the action and then runs the stream on (_stream_resume).
 
-    def _run_stream(self, stream: Stream):
-        env = self.env
+    def _push(self, stream: Stream, action: Action) -> None:
+        stream.fifo.append(action)
+        if stream.idle:  # wake the stream (the process's wake-up event)
+            stream.idle = False
+            call_after(self.env, 0, lambda _ev: self._stream_run(stream))
+
+    def _stream_run(self, stream: Stream) -> None:
+        fifo = stream.fifo
+        while fifo:
+            action = stream.held = fifo[0]
+            action.op.track = stream.track
+            stream.held_error = None
+            if not self._stream_wait(stream, action, 0, None):
+                return  # continued by a callback
+        stream.idle = True
+
+    def _stream_resume(self, stream: Stream, finished: bool) -> None:
+        if finished:
+            self._stream_run(stream)
+
+    def _stream_wait(self, stream: Stream, action: Action, i: int, error: HalError | None) -> bool:
+        """Wait for the action's events from the ``i``-th on (each one's value: None or the error the
+        action fails with, the first one kept), then run it."""
+        events = action.events
+        while i < len(events):
+            event = stream.held_event = events[i]
+            done = event.done
+            i += 1
+            if done.callbacks is not None:  # not processed yet
+                def waited(ev, i=i):
+                    outcome = stream.held_outcome = ev._value
+                    e = error if error is not None or outcome is None else outcome
+                    self._stream_resume(stream, self._stream_wait(stream, action, i, e))
+                done.callbacks.append(waited)
+                return False
+            outcome = stream.held_outcome = done._value
+            if outcome is not None and error is None:
+                error = outcome
+        return self._stream_body(stream, action, error)
+
+    def _stream_body(self, stream: Stream, action: Action, error: HalError | None) -> bool:
+        env, op = self.env, action.op
+        op.ready_t = env._now
+        if error is not None:
+            op.wait_error = error
+            op.start_t = op.end_t = env._now
+            return self._stream_done(stream, action, error, True)
+        if op.kind == "host_call":  # the function runs in the completion callback
+            op.start_t = op.end_t = env._now
+            return self._stream_done(stream, action, None, True)
+        return self._stream_launch(stream, action)
+
+    def _stream_launch(self, stream: Stream, action: Action) -> bool:
+        """Launch the ready action's body — once it holds an execution slot, on a device that runs
+        fewer queues at once than it has (PoCL's CPU device: one)."""
+        env, op = self.env, action.op
+        slots = self._slots
+        if slots is not None and not stream.slot:
+            if not slots[0]:
+                slots[1].append(stream)  # resumed by _stream_done of the slot's holder
+                return False
+            slots[0] -= 1
+            stream.slot = True
+        launch = self.cost.launch_ns
+        op.start_t = env._now + launch
+        quick = quick_body(self, op, launch)
+        if quick is None:
+            return self._stream_step(stream, action, timed_body(self, op, stream.track, at=op.start_t))
+        ns, block = quick
+        if not ns:
+            if block is not None:
+                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
+            return self._stream_record(stream, action, True, None)
+
+        def ran(_ev):
+            if block is not None:
+                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
+            self._stream_resume(stream, self._stream_record(stream, action, True, None))
+        call_after(env, ns, ran)
+        return False
+
+    def _stream_step(self, stream: Stream, action: Action, body) -> bool:
+        box = self._stepper.send(body)
+        ns, should_signal, error = box
+        box.clear()
+        if ns is None:
+            return self._stream_record(stream, action, should_signal, error)
+        call_after(self.env, ns, lambda _ev: self._stream_resume(stream, self._stream_step(stream, action, body)))
+        return False
+
+    @staticmethod
+    def _steps():
+        """Advance bodies: ``send(body)`` → ``[ns, None, None]`` or, when it ended, ``[None,
+        should_signal, error]`` (the caller empties the list). A generator that never ends, so that the
+        traceback a body failure keeps (in the op's failure, in waiters' outcomes) holds no frames of
+        the callers — which would keep the host program's objects alive — only this one (as it held
+        the stream process's frame)."""
+        box: list = []
         while True:
-            action = yield from stream.fifo.head()
-            op = action.op
-            op.track = stream.track
-            error = None
-            for event in action.events:
-                outcome = yield event.done
-                if outcome is not None and error is None:
-                    error = outcome
-            op.ready_t = env.now
-            should_signal = True
-            if error is not None:
-                op.wait_error = error
-                op.start_t = op.end_t = env.now
-            elif op.kind == "host_call":  # the function runs in the completion callback
-                op.start_t = op.end_t = env.now
+            body = yield box
+            box = []
+            try:
+                box.extend((next(body), None, None))
+            except StopIteration as stop:
+                box.extend((None, bool(stop.value), None))
+            except HalError as e:
+                box.extend((None, True, e))
+
+    def _stream_record(self, stream: Stream, action: Action, should_signal: bool, error: HalError | None) -> bool:
+        """The body ran: record the signal events, then the action is done."""
+        op = action.op
+        if op.signal and self.cost.event_record_ns:
+            def recorded(_ev):
+                op.end_t = self.env._now
+                self._stream_resume(stream, self._stream_done(stream, action, error, should_signal))
+            call_after(self.env, self.cost.event_record_ns * len(op.signal), recorded)
+            return False
+        op.end_t = self.env._now
+        return self._stream_done(stream, action, error, should_signal)
+
+    def _stream_done(self, stream: Stream, action: Action, error: HalError | None, should_signal: bool) -> bool:
+        env, op = self.env, action.op
+        if stream.slot:  # the slot goes to the first stream waiting for one, now
+            stream.slot = False
+            waiting = self._slots[1]
+            if waiting:
+                other = waiting.popleft()
+                other.slot = True
+                call_after(env, 0, lambda _ev: self._stream_resume(other, self._stream_launch(other, other.held)))
             else:
-                engine = self._engine
-                if engine is not None:  # a device that runs one queue's op at a time (PoCL's CPU device)
-                    slot = engine.request()
-                    yield slot
-                op.start_t = env.now + self.cost.launch_ns
-                body = timed_body(self, op, stream.track, at=op.start_t)
-                while True:
-                    try:
-                        ns = next(body)
-                    except StopIteration as stop:
-                        should_signal = bool(stop.value)
-                        break
-                    except HalError as e:
-                        error = e
-                        break
-                    yield env.timeout(ns)
-                if op.signal and self.cost.event_record_ns:
-                    yield env.timeout(self.cost.event_record_ns * len(op.signal))
-                op.end_t = env.now
-                if engine is not None:
-                    engine.release(slot)
-            stream.fifo.popleft()
-            for event in action.signal_events:
-                event.done.succeed(error)
-            if op.kind != "host_call" or error is not None:
-                self.recorder.op_done(op, error)
-            path = self._callback_path(stream.index)
-            at = max(env.now, path.callback_free) + self.cost.host_fn_ns
-            path.callback_free = at
-            env.timeout(at - env.now).callbacks.append(
-                lambda _ev, a=action, e=error, s=should_signal: self._complete(a, e, s))
+                self._slots[0] += 1
+        stream.held_error = error
+        stream.fifo.popleft()
+        for event in action.signal_events:
+            stream.held_event = event
+            event.done.succeed(env, error)
+        if op.kind != "host_call" or error is not None:
+            self.recorder.op_done(op, error)
+        path = self._callback_path(stream.index)
+        at = max(env._now, path.callback_free) + self.cost.host_fn_ns
+        path.callback_free = at
+        call_after(env, at - env._now, lambda _ev: self._complete(action, error, should_signal))
+        return True
 
     def _callback_path(self, queue: int) -> Stream:
         return self._streams[queue] if self._shared_callback is None else self._shared_callback
@@ -545,3 +660,16 @@ class StreamDevice(SimDevice):
         self._sticky = sticky
         for waits in list(self._user_waits):
             waits.cancel(error.clone())
+
+
+# -- trace records (Trace.emit_record) ------------------------------------------------------------------
+
+@expander("issue")
+def _issue_event(r, _trace=None) -> dict:
+    return {"ev": "issue", "t": r[1], "op": r[2], "start": r[3], "track": r[4], "events": r[5]}
+
+
+@expander("native_event")
+def _native_event(r, _trace=None) -> dict:
+    return {"ev": r[1], "t": r[2], "action": r[3], "kind": r[4], "sem": r[5], "value": r[6], "op": r[7],
+            "pooled": r[8], "in_use": r[9], "free": r[10]}

@@ -107,6 +107,9 @@ class _Recorded(NamedTuple):
     args: object
 
 
+_ONE_SHOT = int(CommandBufferMode.ONE_SHOT)
+
+
 def _check_flags(value, enum_type, what):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be {enum_type.__name__} flags, got {value!r}")
@@ -141,6 +144,7 @@ class CommandBuffer:
         # (command count, resolved commands) of a cb without indirect refs: its resolution never
         # changes, and reusable command buffers are submitted over and over.
         self._direct_resolution: tuple[int, tuple] | None = None
+        self.submit_fields: dict | None = None  # the trace fields of its queue_execute ops (Device)
 
     def __repr__(self) -> str:
         return f"<CommandBuffer {self.id} {self.state} {len(self._commands)} commands>"
@@ -362,7 +366,7 @@ class CommandBuffer:
         return out
 
     def mark_submitted(self) -> None:
-        if self.mode & CommandBufferMode.ONE_SHOT and self._validated:
+        if int(self.mode) & _ONE_SHOT and self._validated:  # int(): IntFlag's & costs a microsecond
             self.state = "submitted"
 
     def _check_table(self, binding_table):

@@ -44,6 +44,9 @@ from .wait import blocking_wait, check_timepoints, check_wait_mode, normalize_ti
 from ..trace import Recorder, Trace
 
 
+_INLINE = int(CommandBufferMode.ALLOW_INLINE_EXECUTION)
+
+
 class Device:
     """Base class of every device. Subclasses set ``capabilities`` and implement ``_submit``."""
 
@@ -58,6 +61,7 @@ class Device:
         self._threads: dict[int, int] = {}
         self._op_seq: dict[int, itertools.count] = {}
         self._thread_lock = threading.Lock()
+        self._queue_of: dict[int, int] = {}  # queue_affinity → queue index, for masks already checked
         self._closed = False
         self.trace = Trace({"device": uri, "clock": self.clock_kind, "options": _jsonable(self.options)})
         self.recorder = Recorder(self.trace, self.now)
@@ -187,6 +191,10 @@ class Device:
     # -- queues ------------------------------------------------------------------------------------
 
     def _queue_index(self, queue_affinity) -> int:
+        if type(queue_affinity) is int:  # not bool: True would find the entry of 1
+            queue = self._queue_of.get(queue_affinity)
+            if queue is not None:
+                return queue
         if isinstance(queue_affinity, bool) or not isinstance(queue_affinity, int) or \
                 not 0 <= queue_affinity <= QUEUE_AFFINITY_ANY:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity must be a 64-bit mask, got {queue_affinity!r}")
@@ -194,27 +202,26 @@ class Device:
         if not usable:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity {queue_affinity:#x} selects none of this "
                            f"device's {self.queue_count} queue(s)")
-        return (usable & -usable).bit_length() - 1
+        queue = (usable & -usable).bit_length() - 1
+        if type(queue_affinity) is int and len(self._queue_of) < 256:
+            self._queue_of[queue_affinity] = queue
+        return queue
 
     def _enqueue(self, kind: str, wait, signal, queue_affinity, *, commands=(), buffer=None, host_call=None,
                  resources=(), fields=None) -> QueueOp:
-        self._check_open()
-        queue = self._queue_index(queue_affinity)
+        if self._closed:
+            self._check_open()
+        queue = self._queue_of.get(queue_affinity) if type(queue_affinity) is int else None
+        if queue is None:
+            queue = self._queue_index(queue_affinity)
         wait = check_timepoints(self, wait, "wait")
         signal = check_timepoints(self, signal, "signal")
         thread = self.host_thread()
         op_id = f"{thread}:{next(self._op_seq[thread])}"
-        retained = {id(r): r for r in resources}
-        for sem, _ in wait + signal:
-            retained.setdefault(id(sem), sem)
-        if commands:
-            for buf in commands.buffers():
-                retained.setdefault(id(buf), buf)
-        op = QueueOp(op_id, kind, queue, thread, wait, signal, commands=commands, buffer=buffer,
-                     host_call=host_call, resources=tuple(retained.values()), fields=fields)
+        resources = _retained(resources, wait, signal, commands)
+        op = QueueOp(op_id, kind, queue, thread, wait, signal, commands, buffer, host_call, resources, fields)
         op.enqueue_t = self.now()
-        self.recorder.op(op)
-        self.recorder.retain(op, [r.id for r in op.resources])
+        self.recorder.enqueued(op, [r.id for r in resources])  # op and retain
         self._submit(op)
         return op
 
@@ -239,12 +246,15 @@ class Device:
                            f"command_buffer must be a CommandBuffer or None, got {type(command_buffer).__name__}")
         if command_buffer.device is not self:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"command buffer {command_buffer.id} belongs to another device")
-        if wait and command_buffer.mode & CommandBufferMode.ALLOW_INLINE_EXECUTION:
+        if wait and int(command_buffer.mode) & _INLINE:  # int(): IntFlag's & costs a microsecond
             raise HalError(StatusCode.INVALID_ARGUMENT,
                            f"inline command buffer {command_buffer.id} submitted with a wait list")
         commands = command_buffer.resolve(binding_table)
-        self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=[command_buffer],
-                      fields={"cb": command_buffer.id, "commands": len(commands)})
+        fields = command_buffer.submit_fields  # one dict per command buffer (ops only read their fields)
+        if fields is None or fields["commands"] != len(commands):
+            fields = command_buffer.submit_fields = {"cb": command_buffer.id, "commands": len(commands)}
+        self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=(command_buffer,),
+                      fields=fields)
         command_buffer.mark_submitted()
 
     def queue_barrier(self, wait, signal, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
@@ -344,6 +354,29 @@ class Device:
 
     def _shutdown(self) -> None:
         pass
+
+
+def _retained(resources, wait, signal, commands) -> tuple:
+    """What an op retains, each object once, in first-reference order: ``resources``, the wait and
+    signal semaphores, the buffers the commands access."""
+    out = list(resources)
+    # Semaphores have identity equality, so ``in`` is an identity test; the lists are short.
+    for sem, _ in wait:
+        if sem not in out:
+            out.append(sem)
+    for sem, _ in signal:
+        if sem not in out:
+            out.append(sem)
+    if commands:
+        buffers = commands.buffers()  # distinct already
+        for r in resources:
+            if isinstance(r, Buffer):
+                seen = {id(r) for r in resources}
+                out.extend(b for b in buffers if id(b) not in seen)
+                break
+        else:
+            out.extend(buffers)
+    return tuple(out)
 
 
 def _direct(buffer, what: str) -> Buffer:

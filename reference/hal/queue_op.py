@@ -31,7 +31,7 @@ class QueueOp:
                  "resources", "fields", "enqueue_t", "ready_t", "start_t", "end_t", "track", "wait_error",
                  "pending", "__weakref__")
 
-    def __init__(self, op_id: str, kind: str, queue: int, thread: int, wait, signal, *,
+    def __init__(self, op_id: str, kind: str, queue: int, thread: int, wait, signal,
                  commands: tuple[Cmd, ...] = (), buffer=None, host_call=None, resources=(), fields=None):
         self.id = op_id
         self.kind = kind

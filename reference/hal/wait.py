@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Sequence
 
-from .constants import WaitMode
+from .constants import MAX_SEMAPHORE_VALUE, WaitMode
 from .semaphore import Semaphore, check_payload
 from .status import HalError, StatusCode
 
@@ -47,6 +47,18 @@ def check_timepoints(device, timepoints, what: str) -> tuple[tuple[Semaphore, in
     """Validate a wait/signal list: a sequence of (Semaphore of this device, int value)."""
     if timepoints is None:
         return ()
+    # The common case first (every queue call checks two lists): a list or tuple of (Semaphore of
+    # this device, plain int in range) tuples is returned as a tuple of those same pairs.
+    if type(timepoints) is list or type(timepoints) is tuple:
+        for item in timepoints:
+            if type(item) is not tuple or len(item) != 2:
+                break
+            sem, value = item
+            if type(sem) is not Semaphore or sem.device is not device or type(value) is not int or \
+                    not 0 <= value <= MAX_SEMAPHORE_VALUE:
+                break
+        else:
+            return tuple(timepoints)
     try:
         items = tuple(timepoints)
     except TypeError:

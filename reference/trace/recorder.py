@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable
 
-from .trace import Trace
+from .trace import Trace, expander
 
 
 def _tps(timepoints) -> list:
@@ -65,17 +65,38 @@ class Recorder:
 
     # -- queue operations --------------------------------------------------------------------------
 
+    # The events written for every queue operation are compact records (Trace.emit_record): the
+    # expand functions at the end of this module build the same dicts when the trace is read.
+
     def op(self, op) -> None:
-        ev = {"ev": "op", "t": op.enqueue_t, "op": op.id, "kind": op.kind, "thread": op.thread,
-              "queue": op.queue, "wait": _tps(op.wait), "signal": _tps(op.signal)}
-        ev.update(op.fields)
-        self.emit(ev)
+        self.trace.emit_record(("op", op.enqueue_t, op.id, op.kind, op.thread, op.queue,
+                                [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
+                                op.fields))
+
+    def enqueued(self, op, res_ids) -> None:
+        """:meth:`op` then :meth:`retain`, as one record (the queue call's events)."""
+        self.trace.emit_records(("enqueued", op.enqueue_t, op.id, op.kind, op.thread, op.queue,
+                                 [(s.id, v) for s, v in op.wait], [(s.id, v) for s, v in op.signal],
+                                 op.fields, tuple(res_ids)), 2)
+
+    def finished(self, op, block, res_ids, now: int) -> None:
+        """The commands of trace block ``block`` (if not None: ``(block id, ns, commands)``, see
+        Trace.add_block; they started at ``op.start_t``), then :meth:`op_done` (success) and, at
+        ``now``, :meth:`release` of ``res_ids`` (if not None), as one record: what a successful op
+        that ran a static command list writes at its end."""
+        if block is None:
+            self.trace.emit_records(("finished", op.end_t, op.id, op.ready_t, op.start_t, op.track, None,
+                                     res_ids, now), 1 + (res_ids is not None))
+        else:
+            self.trace.emit_records(("finished", op.end_t, op.id, op.ready_t, op.start_t, op.track, block[0],
+                                     res_ids, now), block[2] + 1 + (res_ids is not None))
 
     def op_done(self, op, error=None) -> None:
-        ev = {"ev": "op_done", "t": op.end_t, "op": op.id, "ready": op.ready_t, "start": op.start_t,
-              "track": op.track}
-        ev.update(_error_fields(error))
-        self.emit(ev)
+        if error is None:
+            self.trace.emit_record(("op_done", op.end_t, op.id, op.ready_t, op.start_t, op.track, 0, None))
+        else:
+            self.trace.emit_record(("op_done", op.end_t, op.id, op.ready_t, op.start_t, op.track,
+                                    int(error.code), error.message))
 
     def command(self, op, cmd, start: int, end: int, track: int, error=None) -> None:
         ev = self._command_fields(cmd)
@@ -113,10 +134,10 @@ class Recorder:
         self.emit(ev)
 
     def retain(self, op, res_ids) -> None:
-        self.emit({"ev": "retain", "t": op.enqueue_t, "op": op.id, "res": list(res_ids)})
+        self.trace.emit_record(("res", "retain", op.enqueue_t, op.id, tuple(res_ids)))
 
     def release(self, op, res_ids) -> None:
-        self.emit({"ev": "release", "t": self.clock(), "op": op.id, "res": list(res_ids)})
+        self.trace.emit_record(("res", "release", self.clock(), op.id, tuple(res_ids)))
 
     def commit(self, buf, op) -> None:
         self.emit({"ev": "commit", "t": self.clock(), "buf": buf.id, "op": op.id})
@@ -127,7 +148,7 @@ class Recorder:
     # -- semaphores and host waits -----------------------------------------------------------------
 
     def signal(self, sem, value: int, cause: str, t: int) -> None:
-        self.emit({"ev": "signal", "t": t, "sem": sem.id, "value": value, "cause": cause})
+        self.trace.emit_record(("signal", t, sem.id, value, cause))
 
     def fail(self, sem, error, cause: str, t: int) -> None:
         self.emit({"ev": "fail", "t": t, "sem": sem.id, "status": int(error.code), "message": error.message,
@@ -144,3 +165,46 @@ class Recorder:
               "start": start}
         ev.update(_error_fields(error))
         self.emit(ev)
+
+
+# -- expanding compact records (see Trace.emit_record) --------------------------------------------------
+
+@expander("op")
+def _op_event(r, _trace=None) -> dict:
+    ev = {"ev": "op", "t": r[1], "op": r[2], "kind": r[3], "thread": r[4], "queue": r[5],
+          "wait": [[s, v] for s, v in r[6]], "signal": [[s, v] for s, v in r[7]]}
+    ev.update(r[8])
+    return ev
+
+
+@expander("enqueued")
+def _enqueued_events(r, _trace=None) -> list:
+    return [_op_event(r), {"ev": "retain", "t": r[1], "op": r[2], "res": list(r[9])}]
+
+
+@expander("finished")
+def _finished_events(r, trace) -> list:
+    _, end, op, ready, start, track, block, res_ids, now = r
+    out = [] if block is None else list(trace.expand_block(block, start, op, track))
+    out.append({"ev": "op_done", "t": end, "op": op, "ready": ready, "start": start, "track": track, "status": 0})
+    if res_ids is not None:
+        out.append({"ev": "release", "t": now, "op": op, "res": list(res_ids)})
+    return out
+
+
+@expander("op_done")
+def _op_done_event(r, _trace=None) -> dict:
+    ev = {"ev": "op_done", "t": r[1], "op": r[2], "ready": r[3], "start": r[4], "track": r[5], "status": r[6]}
+    if r[7] is not None:
+        ev["message"] = r[7]
+    return ev
+
+
+@expander("res")
+def _res_event(r, _trace=None) -> dict:
+    return {"ev": r[1], "t": r[2], "op": r[3], "res": list(r[4])}
+
+
+@expander("signal")
+def _signal_event(r, _trace=None) -> dict:
+    return {"ev": "signal", "t": r[1], "sem": r[2], "value": r[3], "cause": r[4]}

@@ -21,13 +21,16 @@ retained, then signalling. Ready operations never wait behind blocked ones (no h
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
+
+from simpy.events import NORMAL
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp
+from reference.hal.queue_op import QueueOp, signal_all
 
 from ..device import SimDevice
-from ..events import WaitsResolved
-from ..execution import timed_body
+from ..events import Call, Lane, Waits
+from ..execution import quick_body, timed_body
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
 
@@ -52,29 +55,34 @@ class GenericDevice(SimDevice):
         super().__init__(uri, options)
         self._queues = [HardwareQueue(i, self.max_concurrency, self.recorder.track("queue", f"queue {i}"))
                         for i in range(self.queue_count)]
-        self._pending: dict[QueueOp, WaitsResolved] = {}  # insertion (submission) order
+        self._pending: dict[QueueOp, Waits] = {}  # insertion (submission) order
+        self._arrivals: dict[int, Lane] = {}  # host thread → its queue calls on their way (at its clock)
 
-    # An op moves through plain SimPy event callbacks rather than a SimPy process: arrive (at the
-    # host's clock) → waits resolved → an execution slot → one timeout for launch + body → retire.
-    # Three simulator events per op instead of seven (benchmarks/sim_throughput.py).
+    # An op moves through plain simulator callbacks (events.Call), not a SimPy process: arrive (at the
+    # host's clock) → waits resolved → an execution slot → one event for launch + body → retire.
+    # Three simulator events per op, the fewest that keep the order of events (and so traces) fixed.
 
     def _schedule(self, op: QueueOp) -> None:
-        env = self.env
-        env.timeout(max(0, op.enqueue_t - env.now)).callbacks.append(lambda _ev: self._arrive(op))
+        lane = self._arrivals.get(op.thread)
+        if lane is None:
+            lane = self._arrivals[op.thread] = Lane(self.env, self._arrive)
+        lane.push(max(self.env._now, op.enqueue_t), op)
 
     def _arrive(self, op: QueueOp) -> None:
         if not op.wait:
             self._ready(op, None)
             return
-        waits = WaitsResolved(self, op.wait)
-        self._pending[op] = waits
-        waits.callbacks.append(lambda ev: self._ready(op, ev.value))
+        self._pending[op] = Waits(self, op, self._waited)
+
+    def _waited(self, event: Call) -> None:
+        waits = event.arg
+        self._ready(waits.op, waits.value)
 
     def _ready(self, op: QueueOp, error: HalError | None) -> None:
         self._pending.pop(op, None)
         queue = self._queues[op.queue]
         op.track = queue.track
-        op.ready_t = self.env.now
+        op.ready_t = self.env._now
         if error is not None:
             op.wait_error = error
             op.start_t = op.end_t = op.ready_t
@@ -86,8 +94,35 @@ class GenericDevice(SimDevice):
             queue.waiting.append(op)
 
     def _start(self, op: QueueOp, queue: HardwareQueue) -> None:
-        op.start_t = self.env.now + self.cost.launch_ns
-        self._step(op, queue, timed_body(self, op, queue.track, at=op.start_t))
+        env = self.env
+        launch = self.cost.launch_ns
+        op.start_t = env._now + launch
+        quick = quick_body(self, op, launch)
+        if quick is None:
+            self._step(op, queue, timed_body(self, op, queue.track, at=op.start_t))
+            return
+        ns, block = quick
+        ran = Call(self._quick_end, (op, queue, block))
+        if ns:
+            heappush(env._queue, (env._now + ns, NORMAL, next(env._eid), ran))
+        else:
+            self._quick_end(ran)
+
+    def _quick_end(self, event: Call) -> None:
+        # _end → _finish → retire for an op that ran a static command list (or none), with its trace
+        # events (the commands, op_done, release) written as one record.
+        op, queue, block = event.arg
+        op.end_t = now = self.env._now
+        try:
+            resources = op.resources
+            self.recorder.finished(op, block, [r.id for r in resources] if resources else None, now)
+            op.resources = ()
+            signal_all(self, op)
+        finally:
+            if queue.waiting:
+                self._start(queue.waiting.popleft(), queue)
+            else:
+                queue.free += 1
 
     def _step(self, op: QueueOp, queue: HardwareQueue, body) -> None:
         try:
@@ -99,10 +134,13 @@ class GenericDevice(SimDevice):
         except Exception as e:  # noqa: BLE001 - a model bug fails the op, never the host's wait
             self._end(op, queue, False, HalError(StatusCode.INTERNAL, f"simulator: {type(e).__name__}: {e}"))
         else:
-            self.env.timeout(ns).callbacks.append(lambda _ev: self._step(op, queue, body))
+            self.env.schedule(Call(self._resume, (op, queue, body)), NORMAL, ns)
+
+    def _resume(self, event: Call) -> None:
+        self._step(*event.arg)
 
     def _end(self, op: QueueOp, queue: HardwareQueue, should_signal: bool, error: HalError | None) -> None:
-        op.end_t = self.env.now
+        op.end_t = self.env._now
         try:
             self._finish(op, error, should_signal)
         finally:
