@@ -48,8 +48,31 @@ def cache_dir() -> str:
     return os.path.join(base, "halsim", "pocl")
 
 
+_PROBE = "__kernel void halsim_probe(__global int *a) { a[get_global_id(0)] = 1; }"
+_usable: dict[int, str | None] = {}  # int_ptr of a cl_device → None (builds kernels) or why not
+
+
+def _builds_kernels(cl, device) -> str | None:
+    """None when ``device`` compiles OpenCL C, else the compiler's complaint (once per process).
+
+    PoCL 3.0 from PyPI (LLVM 14) does not know CPUs newer than its LLVM (AMD Zen 5 among them): it
+    names the CPU "generic", which its own clang front end rejects for x86-64, and every build fails
+    with "unknown target CPU 'generic'". A second PoCL (Debian's ``pocl-opencl-icd``, which ``make``
+    installs where needed) then takes over."""
+    key = device.int_ptr
+    if key not in _usable:
+        try:
+            cl.Program(cl.Context([device]), _PROBE).build()
+            _usable[key] = None
+        except cl.Error as e:
+            lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()]
+            _usable[key] = (lines[-1] if lines else str(e).splitlines()[0])[:200]
+    return _usable[key]
+
+
 def find_device(platform_name: str):
-    """The first device of the platform whose name contains ``platform_name`` (never by index)."""
+    """The first device that builds OpenCL C, of the platforms whose name contains ``platform_name``
+    (never by index), in the loader's order; UNAVAILABLE, naming each device's failure, if none."""
     os.environ.setdefault("POCL_CACHE_DIR", cache_dir())
     cl = _cl()
     try:
@@ -57,11 +80,18 @@ def find_device(platform_name: str):
     except cl.Error as e:
         raise HalError(StatusCode.UNAVAILABLE, f"opencl: no OpenCL platform ({e})") from None
     names = [p.name for p in platforms]
+    failures = []
     for p in platforms:
         if platform_name.lower() in p.name.lower():
-            devices = p.get_devices()
-            if devices:
-                return devices[0]
+            for device in p.get_devices():
+                why = _builds_kernels(cl, device)
+                if why is None:
+                    return device
+                failures.append(f"{device.name} ({p.version.strip()}): {why}")
+    if failures:
+        raise HalError(StatusCode.UNAVAILABLE, "opencl: no device of a platform named like "
+                       f"{platform_name!r} can build kernels: " + "; ".join(failures) +
+                       " (on Debian: apt-get install pocl-opencl-icd)")
     raise HalError(StatusCode.UNAVAILABLE, f"opencl: no platform named like {platform_name!r} (found: "
                    f"{', '.join(names) or 'none'})")
 
