@@ -75,11 +75,12 @@ class NativeEvent:
 class Action:
     """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
 
-    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns")
+    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "launch_at")
 
     def __init__(self, op: QueueOp, seq: int):
         self.op = op
         self.seq = seq
+        self.launch_at = 0  # when its stream may take it: the work's launch inside the issue
         self.issue_ns: int | None = None  # inline issue: fixed (and charged to the host) at the queue call
         self.waits = list(op.wait)      # not yet resolved, in list order
         self.events: list[NativeEvent] = []
@@ -391,7 +392,8 @@ class StreamDevice(SimDevice):
         # The work is launched first and its signal events recorded after it (IREE: the graph launch,
         # then cuEventRecord per signal), so the stream may start it before the issue ends.
         markers = self.cost.event_record_ns * len(action.op.signal) + self.cost.event_create_ns * created
-        call_after(self.env, max(0, ns - markers), lambda _ev: self._push(self._streams[action.op.queue], action))
+        action.launch_at = start + max(0, ns - markers)
+        self._push(self._streams[action.op.queue], action)
 
         def issued(_ev):
             op = action.op
@@ -444,15 +446,21 @@ class StreamDevice(SimDevice):
     # callback that finishes the action and then runs the stream on (_stream_resume).
 
     def _push(self, stream: Stream, action: Action) -> None:
+        """Queue an action being issued on its stream; the stream takes it at ``action.launch_at``
+        (queued at once, so a busy stream needs no event for it, and an idle one one wake-up)."""
         stream.fifo.append(action)
         if stream.idle:  # wake the stream (the process's wake-up event)
             stream.idle = False
-            call_after(self.env, 0, lambda _ev: self._stream_run(stream))
+            call_after(self.env, max(0, action.launch_at - self.env._now), lambda _ev: self._stream_run(stream))
 
     def _stream_run(self, stream: Stream) -> None:
         fifo = stream.fifo
         while fifo:
-            action = stream.held = fifo[0]
+            action = fifo[0]
+            if action.launch_at > self.env._now:  # still being launched by the issue
+                call_after(self.env, action.launch_at - self.env._now, lambda _ev: self._stream_run(stream))
+                return
+            stream.held = action
             action.op.track = stream.track
             stream.held_error = None
             if not self._stream_wait(stream, action, 0, None):
@@ -512,16 +520,21 @@ class StreamDevice(SimDevice):
         if quick is None:
             return self._stream_step(stream, action, timed_body(self, op, stream.track, at=op.start_t))
         ns, block = quick
-        if not ns:
+        # The body and the recording of its signal events as one simulator event: nothing happens on
+        # the stream between them (the timed path, below, keeps the two steps).
+        record = self.cost.event_record_ns * len(op.signal)
+        if not ns and not record:
             if block is not None:
                 self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
-            return self._stream_record(stream, action, True, None)
+            op.end_t = env._now
+            return self._stream_done(stream, action, None, True)
 
-        def ran(_ev):
+        def ran_and_recorded(_ev):
             if block is not None:
                 self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
-            self._stream_resume(stream, self._stream_record(stream, action, True, None))
-        call_after(env, ns, ran)
+            op.end_t = env._now
+            self._stream_resume(stream, self._stream_done(stream, action, None, True))
+        call_after(env, ns + record, ran_and_recorded)
         return False
 
     def _stream_step(self, stream: Stream, action: Action, body) -> bool:
