@@ -109,6 +109,13 @@ class Done:
         self._value = value
         env.schedule(self, NORMAL, 0)
 
+    def fire(self, value=None) -> None:
+        """Succeed and run the callbacks now, in this simulator step, instead of in a step of its own."""
+        self._value = value
+        callbacks, self.callbacks = self.callbacks, None
+        for callback in callbacks:
+            callback(self)
+
 
 def call_after(env, ns: int, fn, arg=None) -> None:
     """Call ``fn(event)`` (``event.arg`` is ``arg``) when the simulation reaches ``env.now + ns``, as

@@ -167,6 +167,7 @@ class StreamDevice(SimDevice):
         self._pending: dict[int, Action] = {}  # submission order
         self._recorded: dict[str, Recorded] = {}  # semaphore id → its recorded device-signal events
         self._scans: dict[int, set] = {}          # time → semaphores changed then
+        self._completing: set | None = None       # during a completion callback: the semaphores it changed
         # semaphore id → heap of (value, seq, action): pending actions blocked waiting for it to reach value
         self._blocked: dict[str, list] = {}
         self._recorded_since_scan: set[str] = set()
@@ -227,6 +228,9 @@ class StreamDevice(SimDevice):
         sems = self._scans.get(t)
         if sems is not None:
             sems.add(sem_id)
+            return
+        if self._completing is not None and t == self.env._now:  # scanned when the callback ends
+            self._completing.add(sem_id)
             return
         sems = self._scans[t] = {sem_id}
 
@@ -589,22 +593,34 @@ class StreamDevice(SimDevice):
                 self._slots[0] += 1
         stream.held_error = error
         stream.fifo.popleft()
-        for event in action.signal_events:
-            stream.held_event = event
-            event.done.succeed(env, error)
         if op.kind != "host_call" or error is not None:
             self.recorder.op_done(op, error)
         path = self._callback_path(stream.index)
         at = max(env._now, path.callback_free) + self.cost.host_fn_ns
         path.callback_free = at
         call_after(env, at - env._now, lambda _ev: self._complete(action, error, should_signal))
+        # The GPU reached the signal events: streams waiting on them go on now (as the event's own
+        # simulator step at this instant would have let them, one step later).
+        for event in action.signal_events:
+            stream.held_event = event
+            event.done.fire(error)
         return True
 
     def _callback_path(self, queue: int) -> Stream:
         return self._streams[queue] if self._shared_callback is None else self._shared_callback
 
     def _complete(self, action: Action, error: HalError | None, should_signal: bool) -> None:
-        """The host callback: run a host call, signal or fail on the host, then clean up."""
+        """The host callback: run a host call, signal or fail on the host, clean up, then scan the
+        pending actions for what its signals changed (IREE scans from the signalling thread)."""
+        self._completing = set()
+        try:
+            self._callback(action, error, should_signal)
+        finally:
+            sems, self._completing = self._completing, None
+        if sems:
+            self._scan(sems)
+
+    def _callback(self, action: Action, error: HalError | None, should_signal: bool) -> None:
         op = action.op
         device_error = error is not None and op.wait_error is None
         if op.kind == "host_call" and error is None:
