@@ -17,6 +17,9 @@
 
     .venv/bin/python benchmarks/calibration/run.py --reps 10          # what BENCHMARKS.md records
     .venv/bin/python benchmarks/calibration/run.py --reps 2 --out /tmp/cal
+
+From Python (``notebooks/05_sim_vs_hardware.ipynb``): ``run_experiment(reps, out)`` does steps 1-4
+without printing the tables and returns the results; ``table`` and ``summary_line`` format them.
 """
 
 from __future__ import annotations
@@ -220,6 +223,97 @@ def table(title: str, cal: dict, dflt: dict) -> str:
     return "\n".join(lines)
 
 
+def run_experiment(reps: int = 10, out: str = "out/calibration", *, partial: bool = False, trim: float = 0.0,
+                   variant_trim: float = 5.0, reuse: bool = False, pocl_threads="default", command: str | None = None,
+                   log=print) -> dict:
+    """The whole experiment (steps 1-4 above): run, fit, predict, compare; write ``results.json``,
+    ``model.json``, ``model_variant.json``, the traces and ``makespan.png`` under ``out``; return the
+    results (``results["calibrated"]["held_out"]`` etc.; :func:`table` prints them).
+
+    ``reps``: kept real runs per program; ``trim``/``variant_trim``: robust standard deviations for the
+    main and the variant fit (0: plain least squares); ``reuse``: the traces already under ``out``.
+    ``pocl_threads`` is only recorded: PoCL reads ``POCL_MAX_PTHREAD_COUNT`` when it starts (``main``
+    sets it before the first device). ``log`` gets the progress lines and the fit table."""
+    t0 = time.perf_counter()
+    log(f"running {len(programs.TRAINING) + len(programs.HELD_OUT)} programs x {reps + 1} on {REAL} ...")
+    if reuse:
+        paths = {n: sorted(os.path.join(out, "traces", f) for f in os.listdir(os.path.join(out, "traces"))
+                           if f.startswith(n + ".")) for n in {**programs.TRAINING, **programs.HELD_OUT}}
+    else:
+        paths = collect(reps, out, log=log)
+    training = [p for n in programs.TRAINING for p in paths[n]]
+    cal = fit(training, personality="opencl", partial=partial, trim=trim or None)
+    model_path = os.path.join(out, "model.json")
+    cal.save(model_path)
+    log(format_table(cal))
+    results: dict = {"command": command or f"benchmarks/calibration/run.py --reps {reps} --out {out}",
+                     "real": REAL, "sim": SIM, "reps_kept": reps, "machine": platform.platform(),
+                     "cpu_count": os.cpu_count(), "switch_interval_s": sys.getswitchinterval(),
+                     "pocl_threads": pocl_threads,
+                     "fit": cal.to_dict()}
+    variant_fit = fit(training, personality="opencl", partial=partial, trim=variant_trim or None)
+    variant_path = os.path.join(out, "model_variant.json")
+    variant_fit.save(variant_path)
+    results["fit_variant"] = variant_fit.to_dict()
+    for key, model in (("calibrated", model_path), ("calibrated_variant", variant_path), ("default", None)):
+        results[key] = {"training": evaluate(paths, model, programs.TRAINING),
+                        "held_out": evaluate(paths, model, programs.HELD_OUT)}
+        results[key]["summary_held_out"] = summary(results[key]["held_out"])
+        results[key]["summary_training"] = summary(results[key]["training"])
+    c, d = results["calibrated"]["summary_held_out"], results["default"]["summary_held_out"]
+    results["improvement_held_out"] = (d["makespan_abs_error_median"] / c["makespan_abs_error_median"]
+                                       if c["makespan_abs_error_median"] else None)
+    results["targets_met"] = {"median_held_out_makespan_error_le_10pct": c["makespan_abs_error_median"] <= 0.10,
+                              "calibrated_3x_better": (results["improvement_held_out"] or 0) >= 3}
+    results["diagnostics"] = diagnostics(paths)
+    results["seconds"] = time.perf_counter() - t0
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    plot(results, os.path.join(out, "makespan.png"))
+    return results
+
+
+def summary_line(split: str, results: dict) -> str:
+    """One line: median |makespan error| and op APE of ``split`` ("held_out" or "training")."""
+    c, d = results["calibrated"][f"summary_{split}"], results["default"][f"summary_{split}"]
+    return (f"{split}: median |makespan error| calibrated {100 * c['makespan_abs_error_median']:.1f}% "
+            f"(max {100 * c['makespan_abs_error_max']:.1f}%), default {100 * d['makespan_abs_error_median']:.1f}%; "
+            f"op APE median {100 * c['op_ape_median']:.1f}% / p90 {100 * c['op_ape_p90']:.1f}% calibrated, "
+            f"{100 * d['op_ape_median']:.1f}% / {100 * d['op_ape_p90']:.1f}% default")
+
+
+def report(results: dict, variant_trim: float, out: str) -> None:
+    """Print the tables of :func:`run_experiment`'s results (what the command prints after the fit)."""
+    print()
+    print(table("training programs (fitted on)", results["calibrated"]["training"], results["default"]["training"]))
+    print()
+    print(table("held-out programs", results["calibrated"]["held_out"], results["default"]["held_out"]))
+    print()
+    variant = (f"outliers beyond {variant_trim:g} robust standard deviations dropped" if variant_trim
+               else "plain least squares over every sample")
+    print(table(f"held-out programs, variant fit ({variant})",
+                results["calibrated_variant"]["held_out"], results["default"]["held_out"]))
+    print()
+    r = results["calibrated_variant"]["summary_held_out"]
+    print(f"held_out, variant fit: median |makespan error| {100 * r['makespan_abs_error_median']:.1f}% "
+          f"(max {100 * r['makespan_abs_error_max']:.1f}%); op APE median {100 * r['op_ape_median']:.1f}% / "
+          f"p90 {100 * r['op_ape_p90']:.1f}%")
+    for split in ("held_out", "training"):
+        print(summary_line(split, results))
+    print(f"improvement (held-out median makespan error, default / calibrated): {results['improvement_held_out']:.2f}x")
+    print(f"targets: {results['targets_met']}")
+    print()
+    print("real-engine sample groups (all programs): n, mean, median, p90, max (us)")
+    for g, r in results["diagnostics"]["groups"].items():
+        print(f"  {g:<14} {r['n']:>5} {r['mean_ns'] / 1e3:>9.1f} {r['median_ns'] / 1e3:>9.1f} "
+              f"{r['p90_ns'] / 1e3:>9.1f} {r['max_ns'] / 1e3:>9.1f}")
+    print("device busy share of the makespan, overlap between queues (median of runs)")
+    for n, r in results["diagnostics"]["programs"].items():
+        print(f"  {n:<20} {100 * r['device_busy_share_median']:5.1f}%  "
+              f"{r['cross_queue_overlap_ns_median'] / 1e3:8.1f} us")
+    print(f"wrote {out}/results.json, model.json, makespan.png ({results['seconds']:.1f} s)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="kept real runs per program (one more is run and dropped)")
@@ -240,74 +334,12 @@ def main(argv=None) -> int:
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.pocl_threads)
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
-    t0 = time.perf_counter()
-    print(f"running {len(programs.TRAINING) + len(programs.HELD_OUT)} programs x {args.reps + 1} on {REAL} ...")
-    if args.reuse:
-        paths = {n: sorted(os.path.join(args.out, "traces", f) for f in os.listdir(os.path.join(args.out, "traces"))
-                           if f.startswith(n + ".")) for n in {**programs.TRAINING, **programs.HELD_OUT}}
-    else:
-        paths = collect(args.reps, args.out)
-    training = [p for n in programs.TRAINING for p in paths[n]]
-    cal = fit(training, personality="opencl", partial=args.partial, trim=args.trim or None)
-    model_path = os.path.join(args.out, "model.json")
-    cal.save(model_path)
-    print(format_table(cal))
-    results: dict = {"command": "benchmarks/calibration/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     "real": REAL, "sim": SIM, "reps_kept": args.reps, "machine": platform.platform(),
-                     "cpu_count": os.cpu_count(), "switch_interval_s": sys.getswitchinterval(),
-                     "pocl_threads": args.pocl_threads or "default",
-                     "fit": cal.to_dict()}
-    variant_fit = fit(training, personality="opencl", partial=args.partial, trim=args.variant_trim or None)
-    variant_path = os.path.join(args.out, "model_variant.json")
-    variant_fit.save(variant_path)
-    results["fit_variant"] = variant_fit.to_dict()
-    for key, model in (("calibrated", model_path), ("calibrated_variant", variant_path), ("default", None)):
-        results[key] = {"training": evaluate(paths, model, programs.TRAINING),
-                        "held_out": evaluate(paths, model, programs.HELD_OUT)}
-        results[key]["summary_held_out"] = summary(results[key]["held_out"])
-        results[key]["summary_training"] = summary(results[key]["training"])
-    c, d = results["calibrated"]["summary_held_out"], results["default"]["summary_held_out"]
-    results["improvement_held_out"] = (d["makespan_abs_error_median"] / c["makespan_abs_error_median"]
-                                       if c["makespan_abs_error_median"] else None)
-    results["targets_met"] = {"median_held_out_makespan_error_le_10pct": c["makespan_abs_error_median"] <= 0.10,
-                              "calibrated_3x_better": (results["improvement_held_out"] or 0) >= 3}
-    results["diagnostics"] = diagnostics(paths)
-    results["seconds"] = time.perf_counter() - t0
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    plot(results, os.path.join(args.out, "makespan.png"))
-    print()
-    print(table("training programs (fitted on)", results["calibrated"]["training"], results["default"]["training"]))
-    print()
-    print(table("held-out programs", results["calibrated"]["held_out"], results["default"]["held_out"]))
-    print()
-    variant = (f"outliers beyond {args.variant_trim:g} robust standard deviations dropped" if args.variant_trim
-               else "plain least squares over every sample")
-    print(table(f"held-out programs, variant fit ({variant})",
-                results["calibrated_variant"]["held_out"], results["default"]["held_out"]))
-    print()
-    r = results["calibrated_variant"]["summary_held_out"]
-    print(f"held_out, variant fit: median |makespan error| {100 * r['makespan_abs_error_median']:.1f}% "
-          f"(max {100 * r['makespan_abs_error_max']:.1f}%); op APE median {100 * r['op_ape_median']:.1f}% / "
-          f"p90 {100 * r['op_ape_p90']:.1f}%")
-    for split in ("held_out", "training"):
-        c, d = results["calibrated"][f"summary_{split}"], results["default"][f"summary_{split}"]
-        print(f"{split}: median |makespan error| calibrated {100 * c['makespan_abs_error_median']:.1f}% "
-              f"(max {100 * c['makespan_abs_error_max']:.1f}%), default {100 * d['makespan_abs_error_median']:.1f}%; "
-              f"op APE median {100 * c['op_ape_median']:.1f}% / p90 {100 * c['op_ape_p90']:.1f}% calibrated, "
-              f"{100 * d['op_ape_median']:.1f}% / {100 * d['op_ape_p90']:.1f}% default")
-    print(f"improvement (held-out median makespan error, default / calibrated): {results['improvement_held_out']:.2f}x")
-    print(f"targets: {results['targets_met']}")
-    print()
-    print("real-engine sample groups (all programs): n, mean, median, p90, max (us)")
-    for g, r in results["diagnostics"]["groups"].items():
-        print(f"  {g:<14} {r['n']:>5} {r['mean_ns'] / 1e3:>9.1f} {r['median_ns'] / 1e3:>9.1f} "
-              f"{r['p90_ns'] / 1e3:>9.1f} {r['max_ns'] / 1e3:>9.1f}")
-    print("device busy share of the makespan, overlap between queues (median of runs)")
-    for n, r in results["diagnostics"]["programs"].items():
-        print(f"  {n:<20} {100 * r['device_busy_share_median']:5.1f}%  "
-              f"{r['cross_queue_overlap_ns_median'] / 1e3:8.1f} us")
-    print(f"wrote {args.out}/results.json, model.json, makespan.png ({results['seconds']:.1f} s)")
+    results = run_experiment(args.reps, args.out, partial=args.partial, trim=args.trim,
+                             variant_trim=args.variant_trim, reuse=args.reuse,
+                             pocl_threads=args.pocl_threads or "default",
+                             command="benchmarks/calibration/run.py "
+                             + " ".join(argv if argv is not None else sys.argv[1:]))
+    report(results, args.variant_trim, args.out)
     return 0
 
 

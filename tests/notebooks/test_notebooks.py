@@ -61,6 +61,8 @@ EXPECTED = {
         "in-order inversions vs the model: []",
         "result: OK",
         "calibrated closer to the real runs than the default: True",
+        "5 training and 4 held-out programs, 5 kept real runs each",
+        "calibrated better than the default on held-out makespan: True",
     ],
     "06_sweeps_and_fuzzing": [
         "{'points': 18, 'skipped': 0, 'ran': 18, 'errors': 0}",
@@ -72,7 +74,7 @@ EXPECTED = {
     ],
 }
 IMAGES = {"01_simulate_a_schedule": 1, "02_metal_async_vs_legacy_sync": 2, "03_cuda_pending_queue_actions": 1,
-          "04_finding_bugs": 1, "05_sim_vs_hardware": 3,
+          "04_finding_bugs": 1, "05_sim_vs_hardware": 4,
           "06_sweeps_and_fuzzing": 1}
 
 KERNEL_CHECK = "import sys\nprint('KERNEL-PREFIX', sys.prefix)"
