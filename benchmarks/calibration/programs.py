@@ -26,14 +26,19 @@ class Ctx:
         self.b = dev.allocator.allocate_buffer(MAX_BYTES)
         self.c = dev.allocator.allocate_buffer(MAX_BYTES)
         self.scratch = dev.allocator.allocate_buffer(4096)
-        self.side = dev.create_semaphore()   # a second semaphore some ops also signal
-        self.side_v = 0
+        # A second semaphore some ops also signal: one per queue, so that its values rise in each
+        # queue's order. (One shared by both queues raced: the value order then depended on which
+        # queue's op completed first, and the model, ordering them otherwise than PoCL, refused a
+        # signal and failed the rest of the program; `halsim check` reports it as
+        # semaphore.racing_signals.)
+        self.side = {Q0: dev.create_semaphore(), Q1: dev.create_semaphore()}
+        self.side_v = {Q0: 0, Q1: 0}
 
-    def signals(self, sem, value, extra: bool):
+    def signals(self, sem, value, extra: bool, q=Q0):
         if not extra:
             return [(sem, value)]
-        self.side_v += 1
-        return [(sem, value), (self.side, self.side_v)]
+        self.side_v[q] += 1
+        return [(sem, value), (self.side[q], self.side_v[q])]
 
     # one op each: wait list, signal list, queue
     def fill(self, wait, signal, n, q=Q0):
@@ -59,7 +64,7 @@ def _chain(ctx: Ctx, steps, q=Q0, extra_every=2):
     sem = ctx.dev.create_semaphore()
     for k, (kind, arg) in enumerate(steps):
         wait = [(sem, k)] if k else []
-        sig = ctx.signals(sem, k + 1, extra_every and k % extra_every == 1)
+        sig = ctx.signals(sem, k + 1, extra_every and k % extra_every == 1, q)
         if kind == "spin":
             iters, wg = arg
             ctx.spin(wait, sig, iters, wg, q=q)
@@ -81,7 +86,7 @@ def _fan(ctx: Ctx, width: int, steps_per_branch, join_kind="copy", join_n=65536,
         q = Q0 if b % 2 == 0 else Q1
         for k, (kind, arg) in enumerate(steps_per_branch):
             wait = [(head, 1)] if k == 0 else [(s, k)]
-            sig = ctx.signals(s, k + 1, k == 0)
+            sig = ctx.signals(s, k + 1, k == 0, q)
             if kind == "spin":
                 ctx.spin(wait, sig, arg[0], arg[1], q=q)
             else:

@@ -224,7 +224,8 @@ def table(title: str, cal: dict, dflt: dict) -> str:
 
 
 def run_experiment(reps: int = 10, out: str = "out/calibration", *, partial: bool = False, trim: float = 0.0,
-                   variant_trim: float = 5.0, reuse: bool = False, pocl_threads="default", command: str | None = None,
+                   variant_trim: float = 5.0, reuse: bool = False, pocl_threads="default", pinned: str | None = None,
+                   command: str | None = None,
                    log=print) -> dict:
     """The whole experiment (steps 1-4 above): run, fit, predict, compare; write ``results.json``,
     ``model.json``, ``model_variant.json``, the traces and ``makespan.png`` under ``out``; return the
@@ -232,10 +233,12 @@ def run_experiment(reps: int = 10, out: str = "out/calibration", *, partial: boo
 
     ``reps``: kept real runs per program; ``trim``/``variant_trim``: robust standard deviations for the
     main and the variant fit (0: plain least squares); ``reuse``: the traces already under ``out``.
-    ``pocl_threads`` is only recorded: PoCL reads ``POCL_MAX_PTHREAD_COUNT`` when it starts (``main``
-    sets it before the first device). ``log`` gets the progress lines and the fit table."""
+    ``pocl_threads`` and ``pinned`` are only recorded: PoCL reads ``POCL_MAX_PTHREAD_COUNT`` and
+    ``POCL_AFFINITY`` when it starts (``main`` sets them, and pins, before the first device). ``log``
+    gets the progress lines and the fit table."""
     t0 = time.perf_counter()
-    log(f"running {len(programs.TRAINING) + len(programs.HELD_OUT)} programs x {reps + 1} on {REAL} ...")
+    log(f"running {len(programs.TRAINING) + len(programs.HELD_OUT)} programs x {reps + 1} on {REAL}"
+        + (f" ({pinned})" if pinned else "") + " ...")
     if reuse:
         paths = {n: sorted(os.path.join(out, "traces", f) for f in os.listdir(os.path.join(out, "traces"))
                            if f.startswith(n + ".")) for n in {**programs.TRAINING, **programs.HELD_OUT}}
@@ -249,7 +252,7 @@ def run_experiment(reps: int = 10, out: str = "out/calibration", *, partial: boo
     results: dict = {"command": command or f"benchmarks/calibration/run.py --reps {reps} --out {out}",
                      "real": REAL, "sim": SIM, "reps_kept": reps, "machine": platform.platform(),
                      "cpu_count": os.cpu_count(), "switch_interval_s": sys.getswitchinterval(),
-                     "pocl_threads": pocl_threads,
+                     "pocl_threads": pocl_threads, "pinned": pinned,
                      "fit": cal.to_dict()}
     variant_fit = fit(training, personality="opencl", partial=partial, trim=variant_trim or None)
     variant_path = os.path.join(out, "model_variant.json")
@@ -314,6 +317,21 @@ def report(results: dict, variant_trim: float, out: str) -> None:
     print(f"wrote {out}/results.json, model.json, makespan.png ({results['seconds']:.1f} s)")
 
 
+def pin_cpus(pocl_threads: int) -> str | None:
+    """Give PoCL's compute threads CPUs of their own: PoCL pins its threads to the first CPUs
+    (``POCL_AFFINITY``, read when it starts) and this process — the host program, the engine's worker
+    and completion threads, all started later — keeps the others. Unpinned, on 2 CPUs the scheduler
+    sometimes ran them on one CPU for a whole experiment: the held-out error was then 18-20 % instead
+    of 3-8 % (docs/accuracy.md). Returns what was pinned, or None when there are too few CPUs."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not pocl_threads or len(cpus) <= pocl_threads:
+        return None
+    os.environ["POCL_AFFINITY"] = "1"
+    host = set(cpus[pocl_threads:])
+    os.sched_setaffinity(0, host)
+    return f"PoCL on CPU {','.join(map(str, cpus[:pocl_threads]))}, host threads on CPU {','.join(map(str, sorted(host)))}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="kept real runs per program (one more is run and dropped)")
@@ -327,16 +345,20 @@ def main(argv=None) -> int:
     ap.add_argument("--pocl-threads", type=int, default=1, help="PoCL's compute threads (POCL_MAX_PTHREAD_COUNT; "
                     "default: %(default)s, so that on 2 CPUs the device has a core of its own, as a GPU is a "
                     "processor of its own, instead of taking the host program's: 0 = PoCL's default, one per CPU)")
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin threads to CPUs (by default, "
+                    "with at least 2 CPUs and --pocl-threads below the CPU count, PoCL's compute threads are pinned "
+                    "to the first CPUs (POCL_AFFINITY) and this process's own threads to the others)")
     ap.add_argument("--switch-interval", type=float, help="experiment: sys.setswitchinterval(S) before the real "
                     "runs (CPython's default is 0.005 s: how long a thread that wants the interpreter lock waits)")
     args = ap.parse_args(argv)
     if args.pocl_threads:  # before PoCL starts (the first device)
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(args.pocl_threads)
+    pinned = args.pin and pin_cpus(args.pocl_threads)
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
     results = run_experiment(args.reps, args.out, partial=args.partial, trim=args.trim,
                              variant_trim=args.variant_trim, reuse=args.reuse,
-                             pocl_threads=args.pocl_threads or "default",
+                             pocl_threads=args.pocl_threads or "default", pinned=pinned,
                              command="benchmarks/calibration/run.py "
                              + " ".join(argv if argv is not None else sys.argv[1:]))
     report(results, args.variant_trim, args.out)
