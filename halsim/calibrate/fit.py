@@ -10,10 +10,13 @@ parameters                              samples (``docs/trace-format.md``)
 ``kernels.K.base_ns``,                  ``cmd`` duration of dispatches of entry K = base + per_wg·x·y·z
 ``kernels.K.per_workgroup_ns``          (+ per_unit·constants[unit_constant] for kernels that have one, e.g.
 (``per_unit_ns``)                       ``spin``'s ``iterations``)
-``launch_ns``                           op ``start`` − when it could start: the end of a device predecessor
-                                        (the previous op of its queue, a wait's producer, another queue's op
-                                        when the device runs one at a time), a host signal, or its launch
-                                        during the issue (issue end − the fitted per-signal cost · signals)
+``launch_ns``,                          op ``start`` − when it could start, by what it waited for last: the
+``launch_after_issue_ns``,              end of a device predecessor (the previous op of its queue, a wait's
+``launch_after_host_ns``                producer, another queue's op when the device runs one at a time):
+                                        ``launch_ns``; its launch during the issue (issue end − the fitted
+                                        per-signal cost · signals): ``launch_after_issue_ns``; a host signal
+                                        (a user event): ``launch_after_host_ns`` (each a mean; a group of
+                                        fewer than 10 samples is left to ``launch_ns``)
 ``commit_ns``, ``event_wait_ns``,       ``issue`` ``t − start`` = commit + event_wait·events +
 ``event_create_ns`` (opencl) or         per-signal·signals + dispatch_commit·dispatches. ``event_record_ns``
 ``event_record_ns`` (cuda, metal),      is set to 0 on ``opencl``: a marker's host cost cannot be told apart
@@ -74,6 +77,7 @@ from .samples import (LAUNCH_GROUPS, TIMED_KINDS, TRANSFERS, CalibrationError, S
 
 PERSONALITIES = ("opencl", "cuda", "metal")
 MIN_SAMPLES = 3
+SPLIT_SAMPLES = 10  # launch samples of one kind that earn its own launch field
 MAX_GB_PER_S = 1e6  # a fitted slope ≤ 0 (no measurable bandwidth term) becomes this rate
 
 
@@ -348,27 +352,43 @@ class _Fitter:
             self.doc["event_record_ns"] = 0  # inside event_create_ns (and launch_ns on the device)
 
     def launch(self) -> None:
-        """``launch_ns`` after the issue group: an op issued ready is launched before its signal events
-        are recorded (the model's issue), so its sample is start − (issue end − per-signal cost ·
-        signals)."""
+        """``launch_ns`` and, where their ops are numerous enough, ``launch_after_issue_ns`` and
+        ``launch_after_host_ns``: the mean of each launch group ("device": after a device predecessor;
+        "issue": after the issue launched it onto an idle queue; "host": after a host signal set its
+        user event), fitted after the issue group. An op issued ready is launched before its signal
+        events are recorded (the model's issue), so its sample is start − (issue end − per-signal
+        cost · signals). A group gets a field of its own from SPLIT_SAMPLES samples on (fewer could
+        not be trimmed of outliers); otherwise its field stays null (the value of ``launch_ns``), and
+        ``launch_ns`` is fitted on every sample unless the "device" group has enough of its own."""
         doc = {**self.base.to_dict(), **self.doc}
         per_signal = doc["event_record_ns"] + doc["event_create_ns"]
-        ys = []
+        groups = {}
         for group in LAUNCH_GROUPS:
             X, y = self.rows(group)
             if len(y):
-                ys.append(y + per_signal * X[:, 1])
-        n = sum(len(y) for y in ys)
+                groups[group] = y + per_signal * X[:, 1]
+        n = sum(len(y) for y in groups.values())
         if n == 0:
             self.kept.append("launch_ns (no launch samples (timed ops))")
             return
         if n < MIN_SAMPLES:
             self.refuse_or_keep(["launch_ns"], f"too few samples: {n} launch samples (timed ops) (need {MIN_SAMPLES})")
             return
-        y = np.concatenate(ys)
-        coef, res = self.lstsq(np.ones((n, 1)), y)
-        self.doc["launch_ns"] = self.ns(coef[0])
-        self.param(Fitted("launch_ns", float(coef[0]), res, n, "clamped to 0" if coef[0] < 0 else ""))
+
+        def mean(field, y, note=""):
+            coef, res = self.lstsq(np.ones((len(y), 1)), y)
+            self.doc[field] = self.ns(coef[0])
+            self.param(Fitted(field, float(coef[0]), res, len(y), note or ("clamped to 0" if coef[0] < 0 else "")))
+
+        for group, field in (("launch:issue", "launch_after_issue_ns"), ("launch:host", "launch_after_host_ns")):
+            if len(groups.get(group, ())) >= SPLIT_SAMPLES:
+                mean(field, groups[group])
+        device = groups.get("launch:device", ())
+        if len(device) >= SPLIT_SAMPLES:
+            mean("launch_ns", device)
+        else:
+            mean("launch_ns", np.concatenate(list(groups.values())),
+                 "every launch sample (fewer than %d after a device predecessor)" % SPLIT_SAMPLES)
 
     def concurrency(self) -> None:
         """``device_concurrency``: the most queues seen running at once (the median over traces: PoCL

@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "submit_ns": 1_000,
     "wake_ns": 2_000,
     "launch_ns": 3_000,
+    "launch_after_issue_ns": None,   # None: launch_ns (stream personalities: sim:cuda, sim:opencl)
+    "launch_after_host_ns": None,
     "fill_latency_ns": 1_500,
     "fill_gb_per_s": 200.0,
     "copy_latency_ns": 1_500,
@@ -68,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
 KERNEL_FIELDS: dict[str, Any] = {"base_ns": None, "per_workgroup_ns": None, "per_unit_ns": 0, "unit_constant": None}
 
 _RATES = ("fill_gb_per_s", "copy_gb_per_s", "update_gb_per_s")
+_OPTIONAL_NS = ("launch_after_issue_ns", "launch_after_host_ns")  # null: the value of launch_ns
 
 
 def _bad(message: str) -> HalError:
@@ -113,6 +116,8 @@ class CostModel:
     submit_ns: int = DEFAULTS["submit_ns"]
     wake_ns: int = DEFAULTS["wake_ns"]
     launch_ns: int = DEFAULTS["launch_ns"]
+    launch_after_issue_ns: int | None = DEFAULTS["launch_after_issue_ns"]
+    launch_after_host_ns: int | None = DEFAULTS["launch_after_host_ns"]
     fill_latency_ns: int = DEFAULTS["fill_latency_ns"]
     fill_gb_per_s: float = DEFAULTS["fill_gb_per_s"]
     copy_latency_ns: int = DEFAULTS["copy_latency_ns"]
@@ -168,6 +173,8 @@ class CostModel:
                 raise _bad(f"unknown cost model field {key!r}")
             elif key in _RATES:
                 changes[key] = _rate(value, key)
+            elif key in _OPTIONAL_NS and value is None:
+                changes[key] = None
             else:
                 changes[key] = _ns(value, key)
         return replace(base, **changes)
@@ -213,6 +220,14 @@ class CostModel:
         raise _bad(f"option cost_model must be a path, a dict or None, got {type(value).__name__}")
 
     # -- durations ---------------------------------------------------------------------------------
+
+    def launch_after(self, ready_by: str) -> int:
+        """Launch latency of an op that became ready by ``ready_by``: "device" (a device predecessor
+        ended: the op before it on its queue, the producer of an event it waited on, or the op
+        holding the execution slot), "issue" (its issue launched it onto an idle queue) or "host" (a
+        host signal set the user event it waited on)."""
+        value = {"issue": self.launch_after_issue_ns, "host": self.launch_after_host_ns}.get(ready_by)
+        return self.launch_ns if value is None else value
 
     def transfer_ns(self, kind: str, nbytes: int) -> int:
         """``kind`` in fill/copy/update: latency + bytes at the kind's bandwidth (rounded up to 1 ns)."""

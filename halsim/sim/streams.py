@@ -75,12 +75,13 @@ class NativeEvent:
 class Action:
     """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
 
-    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "launch_at")
+    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "launch_at", "ready_by")
 
     def __init__(self, op: QueueOp, seq: int):
         self.op = op
         self.seq = seq
         self.launch_at = 0  # when its stream may take it: the work's launch inside the issue
+        self.ready_by = "issue"  # what it waited for last: "issue", "device" or "host" (cost launch_after)
         self.issue_ns: int | None = None  # inline issue: fixed (and charged to the host) at the queue call
         self.waits = list(op.wait)      # not yet resolved, in list order
         self.events: list[NativeEvent] = []
@@ -122,7 +123,7 @@ class Stream:
     ``fifo``: the issued actions, the head running; ``idle``: nothing to run (a push wakes it)."""
 
     __slots__ = ("index", "track", "fifo", "idle", "held", "held_event", "held_outcome", "held_error",
-                 "callback_track", "callback_free", "slot")
+                 "callback_track", "callback_free", "slot", "last_end")
 
     def __init__(self, index: int, track: int, callback_track: int):
         self.index = index
@@ -139,6 +140,7 @@ class Stream:
         self.callback_track = callback_track
         self.callback_free = 0
         self.slot = False  # holds one of the device's execution slots (cost model device_concurrency)
+        self.last_end = -1  # when its last action ended
 
 
 class StreamDevice(SimDevice):
@@ -190,6 +192,7 @@ class StreamDevice(SimDevice):
         self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
         self._stepper = self._steps()
         next(self._stepper)
+        self._launch = {by: self.cost.launch_after(by) for by in ("issue", "device", "host")}
 
     # -- scans: host-side pending queue actions -------------------------------------------------------
 
@@ -469,6 +472,7 @@ class StreamDevice(SimDevice):
                 return
             stream.held = action
             action.op.track = stream.track
+            action.ready_by = "device" if action.launch_at < stream.last_end else "issue"
             stream.held_error = None
             if not self._stream_wait(stream, action, 0, None):
                 return  # continued by a callback
@@ -487,7 +491,9 @@ class StreamDevice(SimDevice):
             done = event.done
             i += 1
             if done.callbacks is not None:  # not processed yet
-                def waited(ev, i=i):
+                def waited(ev, i=i, since=self.env._now, by="host" if event.kind == "user" else "device"):
+                    if self.env._now > since:
+                        action.ready_by = by
                     outcome = stream.held_outcome = ev._value
                     e = error if error is not None or outcome is None else outcome
                     self._stream_resume(stream, self._stream_wait(stream, action, i, e))
@@ -521,7 +527,7 @@ class StreamDevice(SimDevice):
                 return False
             slots[0] -= 1
             stream.slot = True
-        launch = self.cost.launch_ns
+        launch = self._launch[action.ready_by]
         op.start_t = env._now + launch
         quick = quick_body(self, op, launch)
         if quick is None:
@@ -591,10 +597,12 @@ class StreamDevice(SimDevice):
             if waiting:
                 other = waiting.popleft()
                 other.slot = True
+                other.held.ready_by = "device"  # it waited for this action's slot
                 call_after(env, 0, lambda _ev: self._stream_resume(other, self._stream_launch(other, other.held)))
             else:
                 self._slots[0] += 1
         stream.held_error = error
+        stream.last_end = env._now
         stream.fifo.popleft()
         if op.kind != "host_call" or error is not None:
             self.recorder.op_done(op, error)

@@ -72,3 +72,42 @@ def test_a_negative_coefficient_is_fixed_at_zero_and_the_others_refitted():
     assert got["event_wait_ns"].value == 0.0 and "negative fit: fixed at 0" in got["event_wait_ns"].note
     assert got["commit_ns"].value == pytest.approx(commit) and got["event_create_ns"].value == pytest.approx(create)
     assert (cal.model.event_wait_ns, cal.model.commit_ns) == (0, round(commit))
+
+
+def test_launch_latency_by_what_the_op_waited_for_is_modelled_and_fitted_back():
+    """Three launch latencies: after a device predecessor (``launch_ns``), after the issue launched the
+    op onto an idle queue (``launch_after_issue_ns``), after a host signal set its user event
+    (``launch_after_host_ns``); sim:opencl applies each, and the fit gives each back."""
+    model = dict(TRUE, launch_after_issue_ns=4200, launch_after_host_ns=9100)
+    with hal.create_device("sim:opencl", cost_model=model) as dev:
+        buf = dev.allocator.allocate_buffer(1 << 16)
+        trip, chain, gated, side = (dev.create_semaphore() for _ in range(4))
+        sides = iter(range(1, 100))
+
+        def signal(sem, value):  # every other op signals a second semaphore: the per-signal cost separates
+            return [(sem, value)] + ([(side, next(sides))] if value % 2 else [])
+        for k in range(12):  # round trips: each op issued onto an idle queue
+            dev.queue_fill([], signal(trip, k + 1), buf, 0, 1024, 1, 1)
+            trip.wait(k + 1, WAIT)
+        for k in range(12):  # each op behind a host signal (a user event)
+            gate = dev.create_semaphore()
+            dev.queue_fill([(gate, 1)], signal(gated, k + 1), buf, 0, 2048, 1, 1)
+            gate.signal(1)
+            gated.wait(k + 1, WAIT)
+        gate = dev.create_semaphore()
+        for k in range(12):  # a chain behind one gate: all but the first after their device predecessor
+            dev.queue_fill([(gate, 1)] if k == 0 else [(chain, k)], signal(chain, k + 1), buf, 0, 4096, 1, 1)
+        gate.signal(1)
+        chain.wait(12, WAIT)
+    ops = {e["op"]: e for e in dev.trace.events("op_done")}
+    gaps = [ops[f"0:{k}"]["start"] - ops[f"0:{k - 1}"]["t"] for k in range(25, 36)]
+    assert set(gaps) == {1500}  # each chained op starts launch_ns after its predecessor ends
+    gate_opened = {e["sem"]: e["t"] for e in dev.trace.events("signal") if e["cause"] == "host:0"}
+    gated_ops = [e for e in dev.trace.events("op") if e["op"] in {f"0:{k}" for k in range(12, 24)}]
+    assert {ops[e["op"]]["start"] - gate_opened[e["wait"][0][0]] for e in gated_ops} == {9100}
+    cal = fit([dev.trace], personality="opencl", partial=True)
+    got = {p.name: p for p in cal.params}
+    assert (got["launch_ns"].value, got["launch_ns"].samples) == (pytest.approx(1500), 11)
+    assert (got["launch_after_issue_ns"].value, got["launch_after_issue_ns"].samples) == (pytest.approx(4200), 12)
+    assert (got["launch_after_host_ns"].value, got["launch_after_host_ns"].samples) == (pytest.approx(9100), 13)
+    assert (cal.model.launch_ns, cal.model.launch_after_issue_ns, cal.model.launch_after_host_ns) == (1500, 4200, 9100)
