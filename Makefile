@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(subst ,,$(EXTRAS))
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python venv missing: apt-get install -y python3-venv"; exit 2; }
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
-	@$(MAKE) --no-print-directory opencl-platform
+	@$(if $(findstring opencl,$(EXTRAS)),$(MAKE) --no-print-directory opencl-platform,true)
 	@touch $(STAMP)
 
 # PyPI's PoCL (3.0, LLVM 14) cannot compile kernels on CPUs newer than its LLVM (AMD Zen 5: "unknown
