@@ -22,7 +22,8 @@ from .fit import PERSONALITIES, CalibrationError, fit, format_table
 def add_parsers(sub) -> None:
     c = sub.add_parser("calibrate", help="fit the simulator's cost model from real-backend traces (least squares)",
                        description="Fit cost-model parameters (transfer latency/bandwidth, per-kernel dispatch "
-                       "terms, launch, issue path with its per-dispatch term, completion callback, wake, submission, "
+                       "terms, launch latencies (after a device predecessor, an issue, a host signal), issue path with its "
+                       "per-dispatch term, completion callback, wake, submission, "
                        "how many queues the device runs at once) from traces recorded "
                        "on a real backend; write a cost-model JSON for cost_model=. Exit 2 on bad input, too "
                        "few samples or a degenerate design. Example: halsim calibrate run*.trace.json -o model.json")
