@@ -94,9 +94,9 @@ class Call:
 
 
 class Done:
-    """A one-shot simulator event for callbacks only (a native event's completion): ``succeed``
-    schedules it now, as SimPy's ``Event.succeed`` would; then ``callbacks`` run with it, and
-    ``callbacks`` is None once it has been processed. ``_value``: what it succeeded with."""
+    """A one-shot completion (a native event's) for callbacks only: :meth:`fire` succeeds it and runs
+    the callbacks at once, in the current simulator step; ``callbacks`` is None once it has fired.
+    ``_value``: what it succeeded with (None, or the HalError its waiters fail with)."""
 
     __slots__ = ("callbacks", "_value")
     _ok = True
@@ -104,10 +104,6 @@ class Done:
     def __init__(self):
         self.callbacks = []
         self._value = None
-
-    def succeed(self, env, value=None) -> None:
-        self._value = value
-        env.schedule(self, NORMAL, 0)
 
     def fire(self, value=None) -> None:
         """Succeed and run the callbacks now, in this simulator step, instead of in a step of its own."""
