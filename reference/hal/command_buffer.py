@@ -108,9 +108,14 @@ class _Recorded(NamedTuple):
 
 
 _ONE_SHOT = int(CommandBufferMode.ONE_SHOT)
+_INLINE = int(CommandBufferMode.ALLOW_INLINE_EXECUTION)
+_UNVALIDATED = int(CommandBufferMode.UNVALIDATED)
+_ANY_CATEGORY = int(CommandCategory.ANY)
 
 
 def _check_flags(value, enum_type, what):
+    if type(value) is enum_type:  # already a member or combination (the internal callers' case)
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be {enum_type.__name__} flags, got {value!r}")
     return enum_type(value)
@@ -124,10 +129,10 @@ class CommandBuffer:
         categories = _check_flags(categories, CommandCategory, "categories")
         if isinstance(binding_capacity, bool) or not isinstance(binding_capacity, int) or binding_capacity < 0:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"binding_capacity must be an int >= 0, got {binding_capacity!r}")
-        if not categories or categories & ~CommandCategory.ANY:
+        if not categories or int(categories) & ~_ANY_CATEGORY:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"categories must be TRANSFER, DISPATCH or ANY, got {categories!r}")
-        if mode & CommandBufferMode.ALLOW_INLINE_EXECUTION:
-            if not mode & CommandBufferMode.ONE_SHOT:
+        if int(mode) & _INLINE:
+            if not int(mode) & _ONE_SHOT:
                 raise HalError(StatusCode.INVALID_ARGUMENT, "mode: inline command buffers must be one-shot")
             if binding_capacity > 0:
                 raise HalError(StatusCode.INVALID_ARGUMENT, "binding_capacity: inline command buffers cannot have binding tables")
@@ -140,7 +145,7 @@ class CommandBuffer:
         self.state = "initial"  # initial → recording → executable; "submitted" after a one-shot submit
         self._commands: list[_Recorded] = []
         self._needs: dict[int, _Need] = {}
-        self._validated = not mode & CommandBufferMode.UNVALIDATED
+        self._validated = not int(mode) & _UNVALIDATED
         # (command count, resolved commands) of a cb without indirect refs: its resolution never
         # changes, and reusable command buffers are submitted over and over.
         self._direct_resolution: tuple[int, tuple] | None = None
@@ -177,7 +182,8 @@ class CommandBuffer:
             return
         if self.state != "recording":
             raise HalError(StatusCode.FAILED_PRECONDITION, f"{op}: command buffer {self.id} is not in a recording state")
-        if (self.allowed_categories & required) != required:
+        r = int(required)
+        if (int(self.allowed_categories) & r) != r:
             raise HalError(StatusCode.FAILED_PRECONDITION, f"{op}: operation requires categories {required!r} "
                            f"but command buffer only supports {self.allowed_categories!r}")
 
@@ -415,7 +421,8 @@ class CommandBuffer:
 
 def check_binding(buf, what, usage, access, memory_type, compat) -> None:
     """IREE ``iree_hal_command_buffer_validate_buffer_requirements`` order (CB13)."""
-    if (buf.compatibility & compat) != compat:
+    c = int(compat)
+    if (int(buf.compatibility) & c) != c:
         raise HalError(StatusCode.PERMISSION_DENIED, f"{what}: buffer {buf.id} lacks {compat!r} compatibility "
                        "(queue use needs a DEVICE_VISIBLE memory type and a matching usage at allocation)")
     validate_usage(buf.allowed_usage, usage, what)

@@ -23,7 +23,7 @@ import weakref
 
 from .allocator import Allocator
 from .buffer import Buffer, BufferRef, as_ref
-from .command_buffer import CommandBuffer, check_dispatch
+from .command_buffer import _INLINE, CommandBuffer, check_dispatch
 from .constants import (
     MAX_UPDATE_SIZE,
     QUEUE_AFFINITY_ANY,
@@ -42,9 +42,6 @@ from .semaphore import Semaphore, check_payload
 from .status import HalError, StatusCode
 from .wait import blocking_wait, check_timepoints, check_wait_mode, normalize_timeout
 from ..trace import Recorder, Trace
-
-
-_INLINE = int(CommandBufferMode.ALLOW_INLINE_EXECUTION)
 
 
 class Device:
