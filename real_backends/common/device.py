@@ -6,9 +6,12 @@ semaphores stay the reference host-side timelines, and every change of one re-ru
 
 from __future__ import annotations
 
+import time
+
 from reference.hal import Device, HalError, StatusCode
 from reference.hal.constants import QUEUE_AFFINITY_ANY
 from reference.hal.queue_op import QueueOp
+from reference.hal.wait import blocking_wait, evaluate
 
 from .engine import Adapter, Engine
 
@@ -37,6 +40,16 @@ class EngineDevice(Device):
 
     def stream_track(self, queue: int) -> int:
         return self._stream_tracks[queue]
+
+    def _host_wait(self, mode, timepoints, timeout) -> None:
+        if timeout != 0 and evaluate(mode, timepoints) is False:
+            # Drive completions on this thread for a moment (Engine.help) before sleeping on the
+            # semaphores; the time it took comes off the timeout.
+            start = time.monotonic()
+            self.engine.help(lambda: evaluate(mode, timepoints) is not False)
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.monotonic() - start))
+        blocking_wait(mode, timepoints, timeout)
 
     def _submit(self, op: QueueOp) -> None:
         self.engine.enqueue(op)

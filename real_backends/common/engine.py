@@ -16,21 +16,32 @@ runs on real threads and a real API behind an :class:`Adapter`:
   recorded on the stream;
 * a **completion thread** synchronizes each action's last event, then — on the host — runs a host
   call, decommits a dealloca, records the op with the device's timestamps, signals or fails the
-  semaphores, and releases what the action retained and its events.
+  semaphores, and releases what the action retained and its events;
+* a **host thread blocked in a wait** helps (:meth:`Engine.help`, where the adapter can
+  :meth:`~Adapter.query` an event without blocking): for up to ``HELP_S`` it completes the oldest
+  issued action itself as soon as its event is reached, instead of sleeping until the completion
+  thread has done so and woken it — two thread wake-ups less on a host round trip (the completion
+  thread then polls slowly). Completions stay one at a time and in issue order; host calls are
+  left to the completion thread (user code does not run on the waiting thread).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+import time
+from collections import deque
 from typing import Any
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
+from reference.utils.recorded_events import RecordedEvents
 
 from .pool import EventPool, Pooled
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
+HELP_S = 0.0002  # how long a waiting host thread drives completions before it sleeps on the semaphores
 
 
 class Adapter:
@@ -66,6 +77,11 @@ class Adapter:
         """Record ``handle`` (None: a fresh one) after everything enqueued on ``stream``; return it."""
         raise NotImplementedError
 
+    def query(self, handle) -> "HalError | bool | None":
+        """Without blocking: True when ``handle`` completed, False when not yet, the error if the work
+        before it failed; None when the API cannot tell (then host threads do not help, Engine.help)."""
+        return None
+
     def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         """Block until ``handle`` completed; the error if the work before it failed. ``backlog``: how
         many completions wait behind this one (0: the host is likely waiting for this one)."""
@@ -97,7 +113,7 @@ class Event:
 class Action:
     """A queue operation on its way through the engine."""
 
-    __slots__ = ("op", "waits", "events", "signal_events", "native", "issued_t")
+    __slots__ = ("op", "waits", "events", "signal_events", "native", "issued_t", "last", "done")
 
     def __init__(self, op: QueueOp):
         self.op = op
@@ -106,6 +122,8 @@ class Action:
         self.signal_events: list[Event] = []
         self.native: list = []       # the adapter's per-command handles (for timing)
         self.issued_t = None
+        self.last = None             # the native event its completion waits for
+        self.done = False            # completed (by the completion thread or a helping host thread)
 
 
 class Engine:
@@ -116,7 +134,7 @@ class Engine:
             if adapter.pooled else None
         self._lock = threading.Lock()
         self._pending: list[Action] = []
-        self._recorded: dict[str, list[Event]] = {}
+        self._recorded: dict[str, RecordedEvents] = {}  # semaphore id → its recorded signal events
         self._unset: dict[Event, bool] = {}  # user events not set yet
         self._status: HalError | None = None
         self._closing = False
@@ -126,6 +144,9 @@ class Engine:
         self._queued = 0                      # actions handed to the worker and not issued yet
         self._issuing = threading.Lock()      # one issuer at a time: the worker or an inline caller
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
+        self._issued: deque[Action] = deque()  # issued and not completed yet, in issue order
+        self._completing = threading.Lock()    # one completion at a time
+        self._helpers = 0                      # host threads helping (Engine.help)
         self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
         self._completer = threading.Thread(target=self._completion_main, name=f"{device.uri} completion",
                                            daemon=True)
@@ -196,7 +217,8 @@ class Engine:
             if state:
                 waits.pop(0)
                 continue
-            event = next((e for e in self._recorded.get(sem.id, ()) if e.value >= value), None)
+            recorded = self._recorded.get(sem.id)
+            event = recorded.find(value) if recorded is not None else None
             if event is not None:
                 event.refs += 1
             elif self.adapter.wait_policy == "user_event":
@@ -276,13 +298,18 @@ class Engine:
             event = Event(handle, got.pooled, sem.id, value, "signal")
             action.signal_events.append(event)
             with self._lock:
-                self._recorded.setdefault(sem.id, []).append(event)
+                recorded = self._recorded.get(sem.id)
+                if recorded is None:
+                    recorded = self._recorded[sem.id] = RecordedEvents()
+                recorded.add(event)
             last = handle
         if last is None:
             last = adapter.record(stream, None)
             action.native.append(("completion", last))
         device.recorder.emit({"ev": "issue", "t": device.now(), "op": op.id, "start": action.issued_t,
                               "track": device.worker_track, "events": len(action.events)})
+        action.last = last
+        self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
         self._completions.put((action, last))
 
     # -- the completion thread ------------------------------------------------------------------------
@@ -293,10 +320,59 @@ class Engine:
             if item is None:
                 return
             action, handle = item
+            if action.done:  # completed by a helping host thread
+                continue
+            # While a host thread helps, poll as if work were queued behind this (no spinning).
+            backlog = self._completions.qsize() or self._helpers
             try:
-                self._complete(action, self.adapter.synchronize(handle, self._completions.qsize()))
+                error = self.adapter.synchronize(handle, backlog)
             except Exception as e:  # noqa: BLE001
+                error = HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            self._finish(action, error)
+
+    def _finish(self, action: Action, error: HalError | None) -> None:
+        """Complete ``action`` unless a helper did; every action issued before it is complete."""
+        with self._completing:
+            if action.done:
+                return
+            action.done = True
+            issued = self._issued
+            while issued and issued[0].done:
+                issued.popleft()
+            try:
+                self._complete(action, error)
+            except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
                 self._complete(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+        self.issue()
+
+    def help(self, satisfied, budget_s: float = HELP_S) -> None:
+        """Run on a host thread about to block in a wait: until ``satisfied()`` (or ``budget_s``
+        passed), complete the oldest issued action whenever its event is reached (module docstring)."""
+        query = self.adapter.query
+        issued = self._issued
+        deadline = time.perf_counter() + budget_s
+        with self._lock:
+            self._helpers += 1
+        try:
+            while not satisfied():
+                try:
+                    head = issued[0]
+                except IndexError:
+                    head = None
+                state = False
+                if head is not None and not head.done and head.op.kind != "host_call":
+                    state = query(head.last)
+                    if state is None:  # the API cannot tell: leave it to the completion thread
+                        return
+                if state is False:
+                    if time.perf_counter() >= deadline:
+                        return
+                    os.sched_yield()  # lets other threads take the GIL (time.sleep(0) costs ~70 us here)
+                    continue
+                self._finish(head, state if isinstance(state, HalError) else None)
+        finally:
+            with self._lock:
+                self._helpers -= 1
 
     def _complete(self, action: Action, error: HalError | None) -> None:
         op, device = action.op, self.device
@@ -337,7 +413,6 @@ class Engine:
             if refused is not None:
                 self._set_status(refused)
         self._cleanup(action)
-        self.issue()
 
     def _set_status(self, error: HalError) -> None:
         """Make the queue status sticky ([H] ``actions->status``): the first failure stays."""
@@ -362,10 +437,8 @@ class Engine:
         with self._lock:
             for event in action.signal_events:
                 recorded = self._recorded.get(event.sem)
-                if recorded is not None and event in recorded:
-                    recorded.remove(event)
-                    if not recorded:
-                        del self._recorded[event.sem]
+                if recorded is not None and recorded.remove(event) and not recorded.values:
+                    del self._recorded[event.sem]
         for event in action.signal_events + action.events:
             self._unref(event)
         action.signal_events = action.events = []

@@ -29,6 +29,7 @@ from ..common.engine import Adapter
 from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
+_PATTERN_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 SPIN_S = 0.0002  # synchronize: how long to poll an event's status before waiting for its callback
 POLL_MIN_S, POLL_MAX_S = 0.00005, 0.0002  # then the waits between looks at the status, doubling
 
@@ -111,6 +112,7 @@ class OpenCLAdapter(Adapter):
         props = cl.command_queue_properties.PROFILING_ENABLE
         self.queues = [cl.CommandQueue(self.context, cl_device, properties=props) for _ in range(queues)]
         self._waits: list[list] = [[] for _ in range(queues)]
+        self._tail: list = [None] * queues    # each queue's last enqueued command's event
         self._buffers: dict[int, tuple] = {}   # id(storage) → (storage, cl.Buffer)
         self.program = cl.Program(self.context, source("cl")).build()
         # Every entry point's cl_kernel now, as IREE resolves every export when it creates an
@@ -118,6 +120,7 @@ class OpenCLAdapter(Adapter):
         # 0.3-0.6 ms slower than the next (benchmarks/calibration, docs/accuracy.md).
         self.kernels = {k.name: getattr(self.program, symbol(k.name)) for k in LIBRARY}
         self._user_lock = threading.Lock()
+        self._start, self._end = cl.profiling_info.START, cl.profiling_info.END
         self.offset_ns = _clock_offset(cl, self.queues[0])
         check_coherent(self)
 
@@ -144,28 +147,42 @@ class OpenCLAdapter(Adapter):
 
     def stream_wait(self, stream: int, handle) -> None:
         self._waits[stream].append(handle)
+        self._tail[stream] = None  # the next signal event must come after the wait
 
     def record(self, stream: int, handle):
         with self._user_lock:
-            marker = self.cl.enqueue_marker(self.queues[stream], wait_for=self._wait_list(stream))
+            # On an in-order queue the last command's own event completes after everything enqueued
+            # before it: it serves as the signal event unless a wait came after it (a marker then).
+            tail = self._tail[stream]
+            if tail is not None and not self._waits[stream]:
+                return tail
+            marker = self._tail[stream] = self.cl.enqueue_marker(self.queues[stream],
+                                                                 wait_for=self._wait_list(stream))
             self._waits[stream] = []
         return marker
+
+    def query(self, handle):
+        status = handle.command_execution_status
+        if status > 0:
+            return False
+        return True if status == 0 else _failed(status)
 
     def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         # The event's status, polled: not clWaitForEvents, nor a completion callback alone, since PoCL
         # neither returns from a wait on nor calls back for an event that failed through its wait list
         # (a user event set to a negative status); and pyopencl's callbacks, delivered on a thread of
         # their own, took up to 5.8 ms to get the interpreter lock for a command long complete.
-        # The last work in flight (a host round trip) is watched closely for SPIN_S, yielding the GIL
-        # between looks (a look costs ~1 us); behind a backlog that spin would take the interpreter
-        # lock and a CPU from the host thread, which then submits ~20 % slower (docs/accuracy.md).
+        # The last work in flight is looked at more often for SPIN_S, yielding the GIL between looks
+        # (time.sleep(0): on the Linux VMs measured, ~70 us, the kernel's timer slack, not a bare
+        # yield); behind a backlog, or while a host thread helps (Engine.help: a host round trip),
+        # it is polled 50-200 us apart, so as not to take the interpreter lock and a CPU from the host
+        # thread, which then submits ~20 % slower (docs/accuracy.md).
         spin_until = time.perf_counter() + (SPIN_S if not backlog else 0.0)
         delay = 0.0
         while True:
             status = handle.command_execution_status
             if status <= 0:
-                return None if status == 0 else HalError(StatusCode.ABORTED, f"opencl: command failed with "
-                                                                        f"status {status}")
+                return None if status == 0 else _failed(status)
             if time.perf_counter() < spin_until:
                 time.sleep(0)
                 continue
@@ -197,7 +214,7 @@ class OpenCLAdapter(Adapter):
                 target = cmd.accesses[0][0]
                 if target.length == 0:
                     continue
-                pattern = np.frombuffer(bytes(cmd.args), dtype={1: np.uint8, 2: np.uint16, 4: np.uint32}[len(cmd.args)])
+                pattern = np.frombuffer(cmd.args, dtype=_PATTERN_DTYPES[len(cmd.args)])
                 ev = cl.enqueue_fill_buffer(q, self._buffer(target, "fill target"), pattern, target.offset,
                                             target.length, wait_for=wait)
             elif kind == "update":
@@ -222,6 +239,7 @@ class OpenCLAdapter(Adapter):
             else:  # barrier, signal/reset/wait events: an in-order queue already orders everything
                 continue
             self._waits[stream] = []
+            self._tail[stream] = ev
             action.native.append((cmd.index, ev))
 
     def _dispatch(self, q, cmd, wait):
@@ -246,12 +264,17 @@ class OpenCLAdapter(Adapter):
         events = [(i, ev) for i, ev in action.native if i != "completion"]
         if not events:
             return None
-        off = self.offset_ns
-        cmds = [(i, ev.profile.start + off, ev.profile.end + off) for i, ev in events]
+        off, start, end = self.offset_ns, self._start, self._end
+        info = self.cl.Event.get_profiling_info  # not ev.profile.start: that is ~15x dearer
+        cmds = [(i, info(ev, start) + off, info(ev, end) + off) for i, ev in events]
         return cmds[0][1], cmds[-1][2], cmds
 
     def close(self) -> None:
         self._buffers.clear()  # the engine waited for everything in flight
+
+
+def _failed(status: int) -> HalError:
+    return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
 
 
 def _clock_offset(cl, q) -> int:

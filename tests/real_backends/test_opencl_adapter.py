@@ -1,0 +1,73 @@
+"""OpenCL adapter details on PoCL: which native event signals an action, and the non-blocking query."""
+
+from __future__ import annotations
+
+import pytest
+
+from reference import hal
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def opencl():
+    try:
+        dev = hal.create_device("opencl?queues=2")
+    except hal.HalError as e:  # no PoCL that builds kernels: the CTS reports the same
+        pytest.skip(f"opencl unavailable: {e}")
+    yield dev
+    dev.close()
+
+
+class _Action:
+    def __init__(self, commands):
+        self.op = type("Op", (), {"commands": commands})()
+        self.native = []
+
+
+def test_signal_event_is_the_last_commands_event_unless_a_wait_follows(opencl):
+    cl, adapter = opencl.adapter.cl, opencl.adapter
+    buf = opencl.allocator.allocate_buffer(64)
+    commands = opencl._transfer_commands(lambda cb: cb.fill_buffer(hal.BufferRef(buf, 0, 64), 7, 1))
+    action = _Action(commands)
+    adapter.submit(0, action)
+    fill = action.native[-1][1]
+    assert fill.command_type == cl.command_type.FILL_BUFFER
+    # In order: the fill's own event completes after everything before it: no marker needed.
+    assert adapter.record(0, None) is fill
+    assert adapter.record(0, None) is fill          # a second signal of the same op: the same event
+    adapter.stream_wait(0, fill)                   # a wait after it: the signal must come after that
+    marker = adapter.record(0, None)
+    assert marker is not fill and marker.command_type == cl.command_type.MARKER
+    assert adapter.record(0, None) is marker
+    assert adapter.record(1, None).command_type == cl.command_type.MARKER  # nothing on queue 1 yet
+    assert adapter.synchronize(marker) is None
+    assert adapter.query(marker) is True and adapter.query(fill) is True
+    assert bytes(buf.map_read(0, 64)) == bytes([7]) * 64
+
+
+def test_query_reports_pending_and_failed_events(opencl):
+    cl, adapter = opencl.adapter.cl, opencl.adapter
+    user = adapter.create_user_event()
+    assert adapter.query(user) is False
+    user.set_status(-5)
+    failed = adapter.query(user)
+    assert isinstance(failed, hal.HalError)
+    assert (failed.code, failed.message) == (hal.StatusCode.ABORTED, "opencl: command failed with status -5")
+    assert cl.command_execution_status.COMPLETE == 0
+
+
+def test_round_trips_complete_through_the_waiting_thread(opencl):
+    buf = opencl.allocator.allocate_buffer(256)
+    s = opencl.create_semaphore()
+    for v in range(1, 51):
+        opencl.queue_fill([], [(s, v)], buf, 0, 256, v, 1)
+        s.wait(v, timeout=WAIT)
+    assert s.query() == 50
+    assert bytes(buf.map_read(0, 256)) == bytes([50]) * 256
+    done = {e["op"]: e for e in opencl.trace.events("op_done")}
+    signals = list(opencl.trace.events("signal"))
+    assert [e["value"] for e in signals] == list(range(1, 51))
+    for e in signals:  # each signal after its fill ended on the device (device timestamps, host clock)
+        op = done[e["cause"]]
+        assert (op["status"], op["ready"] <= op["start"] <= op["t"] <= e["t"]) == (0, True)
