@@ -115,8 +115,8 @@ class Done:
 
 def call_after(env, ns: int, fn, arg=None) -> None:
     """Call ``fn(event)`` (``event.arg`` is ``arg``) when the simulation reaches ``env.now + ns``, as
-    a callback of ``env.timeout(ns)`` would be."""
-    env.schedule(Call(fn, arg), NORMAL, ns)
+    a callback of ``env.timeout(ns)`` would be (``env.schedule(event, NORMAL, ns)``, inlined)."""
+    heappush(env._queue, (env._now + ns, NORMAL, next(env._eid), Call(fn, arg)))
 
 
 class Lane:

@@ -26,6 +26,9 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
   ``clSetEventCallback``), one at a time — runs host calls, signals (or fails) the semaphores on the
   host, then releases what the action retained and its events.
 
+The engine's state objects (native events, actions, streams, the scan's lookups) are in
+:mod:`halsim.sim.stream_state`.
+
 >>> from halsim.sim.driver import driver
 >>> dev = driver.create_device("cuda")
 >>> a, b = dev.create_semaphore(), dev.create_semaphore()
@@ -39,108 +42,23 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import deque
-from heapq import heappop, heappush
+from functools import partial
+from heapq import heappush
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
 from reference.trace.trace import expander
+from reference.utils.recorded_events import RecordedEvents
 
 from .device import SimDevice
-from .events import Done, Lane, WaitsResolved, call_after
+from .events import NORMAL, Call, Done, Lane, WaitsResolved, call_after
 from .execution import quick_body, timed_body
+from .stream_state import Action, Blocked, NativeEvent, Stream
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
 MAX_LEVEL = 1 << 64
-
-
-class NativeEvent:
-    """A CUevent / cl_event. ``done`` is a simulator event (events.Done, or WaitsResolved for a user
-    event) whose value is None (reached) or the HalError the waiter fails with; a device-signal
-    event is recorded by ``producer`` for ``sem >= value``."""
-
-    __slots__ = ("kind", "sem", "value", "producer", "done", "refs", "pooled")
-
-    def __init__(self, kind: str, sem: str, value: int, producer, done, pooled: bool):
-        self.kind = kind          # "signal" (recorded on a stream) or "user" (set by the host)
-        self.sem = sem
-        self.value = value
-        self.producer = producer  # the Action that records it (signal events)
-        self.done = done
-        self.refs = 1
-        self.pooled = pooled
-
-
-class Action:
-    """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
-
-    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "launch_at", "ready_by")
-
-    def __init__(self, op: QueueOp, seq: int):
-        self.op = op
-        self.seq = seq
-        self.launch_at = 0  # when its stream may take it: the work's launch inside the issue
-        self.ready_by = "issue"  # what it waited for last: "issue", "device" or "host" (cost launch_after)
-        self.issue_ns: int | None = None  # inline issue: fixed (and charged to the host) at the queue call
-        self.waits = list(op.wait)      # not yet resolved, in list order
-        self.events: list[NativeEvent] = []
-        self.signal_events: list[NativeEvent] = []
-
-
-class Recorded:
-    """One semaphore's recorded device-signal events, by value: the scan's lookup is a bisection
-    (a long pipeline keeps thousands issued ahead of the GPU)."""
-
-    __slots__ = ("values", "events")
-
-    def __init__(self):
-        self.values: list[int] = []
-        self.events: list[NativeEvent] = []
-
-    def add(self, event: NativeEvent) -> None:
-        i = bisect_right(self.values, event.value)
-        self.values.insert(i, event.value)
-        self.events.insert(i, event)
-
-    def find(self, value: int) -> NativeEvent | None:
-        """The event of the smallest recorded value >= ``value``."""
-        i = bisect_left(self.values, value)
-        return self.events[i] if i < len(self.events) else None
-
-    def remove(self, event: NativeEvent) -> bool:
-        i = bisect_left(self.values, event.value)
-        while i < len(self.events) and self.events[i] is not event:
-            i += 1
-        if i == len(self.events):
-            return False
-        del self.values[i], self.events[i]
-        return True
-
-
-class Stream:
-    """An in-order dispatch stream (CUDA stream, OpenCL in-order command queue) and its callback path.
-    ``fifo``: the issued actions, the head running; ``idle``: nothing to run (a push wakes it)."""
-
-    __slots__ = ("index", "track", "fifo", "idle", "held", "held_event", "held_outcome", "held_error",
-                 "callback_track", "callback_free", "slot", "last_end")
-
-    def __init__(self, index: int, track: int, callback_track: int):
-        self.index = index
-        self.track = track
-        self.fifo: deque[Action] = deque()
-        self.idle = True
-        # The last action, native event, wait outcome and failure the stream looked at: the stream was a
-        # SimPy process, whose frame kept them alive until the next ones; so does this, so that the
-        # host's last reference to a semaphore or buffer goes (the trace's host_release) when it did.
-        self.held: Action | None = None
-        self.held_event: NativeEvent | None = None
-        self.held_outcome: HalError | None = None
-        self.held_error: HalError | None = None
-        self.callback_track = callback_track
-        self.callback_free = 0
-        self.slot = False  # holds one of the device's execution slots (cost model device_concurrency)
-        self.last_end = -1  # when its last action ended
 
 
 class StreamDevice(SimDevice):
@@ -167,11 +85,11 @@ class StreamDevice(SimDevice):
         self._arriving = 0  # submitted, not yet arrived in simulated time (host clocks run ahead)
         self._arrivals: dict[int, Lane] = {}  # host thread → its queue calls on their way (at its clock)
         self._pending: dict[int, Action] = {}  # submission order
-        self._recorded: dict[str, Recorded] = {}  # semaphore id → its recorded device-signal events
+        self._recorded: dict[str, RecordedEvents] = {}  # semaphore id → its recorded device-signal events
         self._scans: dict[int, set] = {}          # time → semaphores changed then
         self._completing: set | None = None       # during a completion callback: the semaphores it changed
-        # semaphore id → heap of (value, seq, action): pending actions blocked waiting for it to reach value
-        self._blocked: dict[str, list] = {}
+        # semaphore id → pending actions blocked waiting for it to reach a value
+        self._blocked: dict[str, Blocked] = {}
         self._recorded_since_scan: set[str] = set()
         self._sticky: HalError | None = None
         self._closing: HalError | None = None
@@ -189,6 +107,8 @@ class StreamDevice(SimDevice):
             track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
             cb = shared if shared is not None else self.recorder.track("stream", f"queue {i} callback stream")
             self._streams.append(Stream(i, track, cb))
+        for stream in self._streams:  # the callback a stream waiting on an event registers (made once)
+            stream.waited = partial(self._stream_waited, stream)
         self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
         self._stepper = self._steps()
         next(self._stepper)
@@ -218,7 +138,9 @@ class StreamDevice(SimDevice):
 
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
         super()._signal_semaphore(sem, value, cause)
-        self._poke(self.now(), sem.id)
+        if self._pending or self._arriving:  # (_poke's own test, before the clock is read)
+            # In a completion callback the caller is the simulator (API calls hold the device lock).
+            self._poke(self.env._now if self._completing is not None else self.now(), sem.id)
 
     def _fail_semaphore(self, sem, error: HalError, cause: str) -> None:
         super()._fail_semaphore(sem, error, cause)
@@ -251,30 +173,49 @@ class StreamDevice(SimDevice):
         if self._sticky is not None:
             self._fail_all_pending()
             return
-        candidates = {}
+        candidates = None
         blocked = self._blocked
         recorded = self._recorded_since_scan
         if blocked and (sems or recorded):
+            candidates = {}
+            all_recorded = self._recorded
             for sem_id in recorded.union(sems) if sems else recorded:
-                heap = blocked.get(sem_id)
-                if not heap:
+                waiting = blocked.get(sem_id)
+                if not waiting:
                     continue
-                level = self._reach_level(heap[0][2].waits[0][0])
-                while heap and heap[0][0] <= level:
-                    action = heappop(heap)[2]
-                    candidates[action.seq] = action
-        recorded.clear()
-        if new is not None:
-            candidates[new.seq] = new
+                # The highest value a scan could now find the semaphore at or covered by a recorded
+                # event (everything, once it failed): actions blocked waiting for more stay blocked.
+                sem = waiting.any_action().waits[0][0]
+                if sem.failure is not None:
+                    level = MAX_LEVEL
+                else:
+                    level = sem.payload
+                    r = all_recorded.get(sem_id)
+                    if r is not None and r.values[-1] > level:
+                        level = r.values[-1]
+                waiting.take(level, candidates)
+        if recorded:
+            recorded.clear()
+        if candidates:  # in submission order
+            if new is not None:
+                candidates[new.seq] = new
+            order = [candidates[seq] for seq in sorted(candidates)] if len(candidates) > 1 else candidates.values()
+        elif new is not None:
+            order = (new,)
+        else:
+            return
         ready = []
-        for seq in sorted(candidates) if len(candidates) > 1 else candidates:
-            action = candidates[seq]
-            outcome = self._resolve(action)
+        resolve = self._resolve
+        for action in order:
+            outcome = resolve(action)
             if outcome is False:
                 sem, value = action.waits[0]
-                heappush(blocked.setdefault(sem.id, []), (value, seq, action))
+                waiting = blocked.get(sem.id)
+                if waiting is None:
+                    waiting = blocked[sem.id] = Blocked()
+                waiting.add(value, action.seq, action)
                 continue
-            del self._pending[seq]
+            del self._pending[action.seq]
             if isinstance(outcome, HalError):
                 self._fail_action(action, outcome)
                 self._set_sticky(outcome)
@@ -292,7 +233,7 @@ class StreamDevice(SimDevice):
             self._worker.extend(ready)
             if ready and not self._worker_busy:
                 self._worker_busy = True
-                call_after(self.env, self.cost.wake_ns, lambda _ev: self._issue_next())
+                call_after(self.env, self.cost.wake_ns, self._worker_wakes)
 
     def _fail_all_pending(self) -> None:
         pending = list(self._pending.values())
@@ -303,17 +244,26 @@ class StreamDevice(SimDevice):
 
     def _resolve(self, action: Action):
         """None: ready; False: still pending; a HalError: the action fails with it."""
-        now, history, waits = self.env._now, self.history, action.waits
+        waits = action.waits
+        if not waits:
+            return None
+        now, history, all_recorded = self.env._now, self.history, self._recorded
         while waits:
             sem, value = waits[0]
-            failure = sem.failure
-            if failure is not None and history.failure(sem.id)[0] <= now:
-                return failure.clone()
-            if sem.poll(value) is True and history.reached_at(sem.id, value) <= now:
-                waits.pop(0)
-                continue
-            recorded = self._recorded.get(sem.id)
-            event = recorded.find(value) if recorded else None
+            sem_id = sem.id
+            state = sem.poll(value)  # the failure, True (reached) or False
+            if state is True:
+                if history.reached_at(sem_id, value) <= now:
+                    del waits[0]
+                    continue
+            elif state is not False and history.failure(sem_id)[0] <= now:
+                return state.clone()
+            recorded = all_recorded.get(sem_id)
+            event = None
+            if recorded is not None:  # RecordedEvents.find, inlined
+                i = bisect_left(recorded.values, value)
+                if i < len(recorded.values):
+                    event = recorded.events[i]
             if event is not None:
                 event.refs += 1
             elif self.wait_policy == "user_event":
@@ -326,20 +276,8 @@ class StreamDevice(SimDevice):
                                 f"exceeded maximum queue action wait event limit ({self.max_wait_events}) "
                                 f"in op {action.op.id}")
             action.events.append(event)
-            waits.pop(0)
+            del waits[0]
         return None
-
-    def _reach_level(self, sem) -> int:
-        """The highest value a scan could now find ``sem`` at or covered by a recorded event
-        (everything, once it failed): blocked actions waiting for more need not be looked at."""
-        if sem.failure is not None:
-            return MAX_LEVEL
-        recorded = self._recorded.get(sem.id)
-        return max(sem.payload, recorded.values[-1]) if recorded else sem.payload
-
-    def _recorded_event(self, sem_id: str, value: int) -> NativeEvent | None:
-        recorded = self._recorded.get(sem_id)
-        return recorded.find(value) if recorded else None
 
     def _user_event(self, sem, value: int) -> NativeEvent:
         waits = WaitsResolved(self, [(sem, value)])
@@ -377,43 +315,65 @@ class StreamDevice(SimDevice):
             ns += cost.dispatch_commit_ns * sum(1 for cmd in op.commands if cmd.kind == "dispatch")
         return ns
 
-    def _issue_next(self) -> None:
-        if not self._worker:
+    def _worker_wakes(self, _event) -> None:
+        if self._worker:
+            self._issue(self._worker.popleft())
+        else:
             self._worker_busy = False
-            return
-        self._issue(self._worker.popleft())
 
     def _issue(self, action: Action) -> None:
         """Issue one action (the worker, or the submitting thread inline), then the worker's next."""
-        start = self.env.now
+        env, op, cost = self.env, action.op, self.cost
+        start = action.issue_start = env._now
         created = 0
-        for sem, value in action.op.signal:
-            pooled = self._acquire()
-            created += not pooled
+        for sem, value in op.signal:
+            self.events_in_use += 1  # _acquire, inlined
+            if self.events_in_use > self.peak_events_in_use:
+                self.peak_events_in_use = self.events_in_use
+            pooled = self.pool_free > 0
+            if pooled:
+                self.pool_free -= 1
+            else:
+                self.unpooled_events += 1
+                created += 1
             event = NativeEvent("signal", sem.id, value, action, Done(), pooled)
             action.signal_events.append(event)
-            self._native("acquire", event)
+            self.trace.emit_record(("native_event", self.event_name, start, "acquire", "signal", event.sem, value,
+                                    op.id, pooled, self.events_in_use, self.pool_free))  # _native, inlined
         ns = action.issue_ns
         if ns is None:
-            ns = self._issue_ns(action.op, len(action.events), created)
+            ns = self._issue_ns(op, len(action.events), created)
         # The work is launched first and its signal events recorded after it (IREE: the graph launch,
         # then cuEventRecord per signal), so the stream may start it before the issue ends.
-        markers = self.cost.event_record_ns * len(action.op.signal) + self.cost.event_create_ns * created
+        markers = cost.event_record_ns * len(op.signal) + cost.event_create_ns * created
         action.launch_at = start + max(0, ns - markers)
-        self._push(self._streams[action.op.queue], action)
+        # Queued on its stream at once (a busy stream needs no event for it, an idle one a wake-up):
+        # the stream takes it at its launch point.
+        stream = self._streams[op.queue]
+        stream.fifo.append(action)
+        if stream.idle:
+            stream.idle = False
+            call_after(env, max(0, action.launch_at - start), self._stream_wakes, stream)
+        heappush(env._queue, (start + ns, NORMAL, next(env._eid), Call(self._issued, action)))  # call_after
 
-        def issued(_ev):
-            op = action.op
-            self.trace.emit_record(("issue", self.env._now, op.id, start, self._worker_track,
-                                    len(action.events)))
-            for event in action.signal_events:  # () when the op already completed and was cleaned up
-                recorded = self._recorded.get(event.sem)
-                if recorded is None:
-                    recorded = self._recorded[event.sem] = Recorded()
-                recorded.add(event)
-                self._recorded_since_scan.add(event.sem)  # seen by the next scan (recording does not scan)
-            self._issue_next()
-        call_after(self.env, ns, issued)
+    def _issued(self, call) -> None:
+        """The issue ended: its signal events are recorded (seen by the next scan: recording does not
+        scan); the worker takes its next action."""
+        action = call.arg
+        self.trace.emit_record(("issue", self.env._now, action.op.id, action.issue_start, self._worker_track,
+                                len(action.events)))
+        all_recorded, since_scan = self._recorded, self._recorded_since_scan
+        for event in action.signal_events:  # () when the op already completed and was cleaned up
+            sem_id = event.sem
+            recorded = all_recorded.get(sem_id)
+            if recorded is None:
+                recorded = all_recorded[sem_id] = RecordedEvents()
+            recorded.add(event)
+            since_scan.add(sem_id)
+        if self._worker:
+            self._issue(self._worker.popleft())
+        else:
+            self._worker_busy = False
 
     # -- native events and the pool --------------------------------------------------------------------
 
@@ -454,21 +414,19 @@ class StreamDevice(SimDevice):
     # events per action instead of ~9; same times, same makespans; only the order of work at one
     # instant can differ). A step that finishes an action synchronously returns True; one that must
     # wait registers a callback that finishes the action and then runs the stream on (_stream_resume).
+    # The hot steps carry their state in the Call's ``arg`` and on the Stream (the wait in progress,
+    # the running quick body's block), not in closures made per action; a quick body's commands and
+    # its op_done are one trace record (Recorder.finished).
 
-    def _push(self, stream: Stream, action: Action) -> None:
-        """Queue an action being issued on its stream; the stream takes it at ``action.launch_at``
-        (queued at once, so a busy stream needs no event for it, and an idle one one wake-up)."""
-        stream.fifo.append(action)
-        if stream.idle:  # wake the stream (the process's wake-up event)
-            stream.idle = False
-            call_after(self.env, max(0, action.launch_at - self.env._now), lambda _ev: self._stream_run(stream))
+    def _stream_wakes(self, call) -> None:
+        self._stream_run(call.arg)
 
     def _stream_run(self, stream: Stream) -> None:
         fifo = stream.fifo
         while fifo:
             action = fifo[0]
             if action.launch_at > self.env._now:  # still being launched by the issue
-                call_after(self.env, action.launch_at - self.env._now, lambda _ev: self._stream_run(stream))
+                call_after(self.env, action.launch_at - self.env._now, self._stream_wakes, stream)
                 return
             stream.held = action
             action.op.track = stream.track
@@ -490,31 +448,34 @@ class StreamDevice(SimDevice):
             event = stream.held_event = events[i]
             done = event.done
             i += 1
-            if done.callbacks is not None:  # not processed yet
-                def waited(ev, i=i, since=self.env._now, by="host" if event.kind == "user" else "device"):
-                    if self.env._now > since:
-                        action.ready_by = by
-                    outcome = stream.held_outcome = ev._value
-                    e = error if error is not None or outcome is None else outcome
-                    self._stream_resume(stream, self._stream_wait(stream, action, i, e))
-                done.callbacks.append(waited)
+            if done.callbacks is not None:  # not processed yet: _stream_waited goes on
+                stream.wait_i, stream.wait_error, stream.wait_since = i, error, self.env._now
+                stream.wait_by = "host" if event.kind == "user" else "device"
+                done.callbacks.append(stream.waited)
                 return False
             outcome = stream.held_outcome = done._value
             if outcome is not None and error is None:
                 error = outcome
-        return self._stream_body(stream, action, error)
-
-    def _stream_body(self, stream: Stream, action: Action, error: HalError | None) -> bool:
+        # Ready: run it.
         env, op = self.env, action.op
         op.ready_t = env._now
+        if error is None and op.kind != "host_call":
+            return self._stream_launch(stream, action)
+        op.start_t = op.end_t = env._now
         if error is not None:
             op.wait_error = error
-            op.start_t = op.end_t = env._now
-            return self._stream_done(stream, action, error, True)
-        if op.kind == "host_call":  # the function runs in the completion callback
-            op.start_t = op.end_t = env._now
-            return self._stream_done(stream, action, None, True)
-        return self._stream_launch(stream, action)
+        # (A host call's function runs in the completion callback.)
+        return self._stream_done(stream, action, error, True)
+
+    def _stream_waited(self, stream: Stream, ev) -> None:
+        """The event the stream's head waited for (``ev``) was reached: wait for the next ones."""
+        action = stream.held
+        if self.env._now > stream.wait_since:
+            action.ready_by = stream.wait_by
+        outcome = stream.held_outcome = ev._value
+        error, stream.wait_error = stream.wait_error, None
+        if self._stream_wait(stream, action, stream.wait_i, outcome if error is None else error):
+            self._stream_run(stream)
 
     def _stream_launch(self, stream: Stream, action: Action) -> bool:
         """Launch the ready action's body — once it holds an execution slot, on a device that runs
@@ -537,18 +498,21 @@ class StreamDevice(SimDevice):
         # the stream between them (the timed path, below, keeps the two steps).
         record = self.cost.event_record_ns * len(op.signal)
         if not ns and not record:
-            if block is not None:
-                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
             op.end_t = env._now
-            return self._stream_done(stream, action, None, True)
-
-        def ran_and_recorded(_ev):
-            if block is not None:
-                self.trace.emit_block(block[0], op.start_t, op.id, stream.track)
-            op.end_t = env._now
-            self._stream_resume(stream, self._stream_done(stream, action, None, True))
-        call_after(env, ns + record, ran_and_recorded)
+            self.recorder.finished(op, block, None, 0)  # the block's commands, then op_done
+            return self._stream_done(stream, action, None, True, True)
+        stream.block = block
+        call_after(env, ns + record, self._stream_ran, stream)
         return False
+
+    def _stream_ran(self, call) -> None:
+        """A quick body ran and its signal events were recorded."""
+        stream = call.arg
+        action, op = stream.held, stream.held.op
+        op.end_t = self.env._now
+        self.recorder.finished(op, stream.block, None, 0)  # the block's commands, then op_done
+        self._stream_done(stream, action, None, True, True)
+        self._stream_run(stream)
 
     def _stream_step(self, stream: Stream, action: Action, body) -> bool:
         box = self._stepper.send(body)
@@ -589,7 +553,10 @@ class StreamDevice(SimDevice):
         op.end_t = self.env._now
         return self._stream_done(stream, action, error, should_signal)
 
-    def _stream_done(self, stream: Stream, action: Action, error: HalError | None, should_signal: bool) -> bool:
+    def _stream_done(self, stream: Stream, action: Action, error: HalError | None, should_signal: bool,
+                     traced: bool = False) -> bool:
+        """The action ended (``traced``: its op_done is already in the trace): a completion callback
+        follows; streams waiting on its signal events go on."""
         env, op = self.env, action.op
         if stream.slot:  # the slot goes to the first stream waiting for one, now
             stream.slot = False
@@ -604,30 +571,42 @@ class StreamDevice(SimDevice):
         stream.held_error = error
         stream.last_end = env._now
         stream.fifo.popleft()
-        if op.kind != "host_call" or error is not None:
+        if not traced and (op.kind != "host_call" or error is not None):
             self.recorder.op_done(op, error)
-        path = self._callback_path(stream.index)
+        path = stream if self._shared_callback is None else self._shared_callback  # _callback_path
         at = max(env._now, path.callback_free) + self.cost.host_fn_ns
         path.callback_free = at
-        call_after(env, at - env._now, lambda _ev: self._complete(action, error, should_signal))
+        call_after(env, at - env._now, self._completes, (action, error, should_signal))
         # The GPU reached the signal events: streams waiting on them go on now (as the event's own
         # simulator step at this instant would have let them, one step later).
         for event in action.signal_events:
             stream.held_event = event
-            event.done.fire(error)
+            done = event.done  # done.fire(error), inlined
+            done._value = error
+            callbacks, done.callbacks = done.callbacks, None
+            for callback in callbacks:
+                callback(done)
         return True
 
     def _callback_path(self, queue: int) -> Stream:
         return self._streams[queue] if self._shared_callback is None else self._shared_callback
 
-    def _complete(self, action: Action, error: HalError | None, should_signal: bool) -> None:
+    def _completes(self, call) -> None:
         """The host callback: run a host call, signal or fail on the host, clean up, then scan the
         pending actions for what its signals changed (IREE scans from the signalling thread)."""
-        self._completing = set()
+        action, error, should_signal = call.arg
+        self._completing = sems = set()
         try:
-            self._callback(action, error, should_signal)
+            op = action.op
+            if error is None and should_signal and op.kind != "host_call":  # the usual case, inlined
+                refused = signal_or_fail_all(self, op)
+                if refused is not None:
+                    self._set_sticky(refused)
+                self._cleanup(action)
+            else:
+                self._callback(action, error, should_signal)
         finally:
-            sems, self._completing = self._completing, None
+            self._completing = None
         if sems:
             self._scan(sems)
 
@@ -663,13 +642,25 @@ class StreamDevice(SimDevice):
             self.recorder.release(op, [r.id for r in op.resources])
             op.resources = ()
         destroyed = 0
+        all_recorded = self._recorded
         for event in action.signal_events:
-            recorded = self._recorded.get(event.sem)
-            if recorded is not None and recorded.remove(event) and not recorded.values:
-                del self._recorded[event.sem]
-            destroyed += self._unref(event)
+            recorded = all_recorded.get(event.sem)
+            if recorded is not None:  # (None, or without it: its issue had not ended)
+                if recorded.events[0] is event:  # the usual case: the oldest (RecordedEvents.remove, inlined)
+                    del recorded.values[0], recorded.events[0]
+                    if not recorded.values:
+                        del all_recorded[event.sem]
+                elif recorded.remove(event) and not recorded.values:
+                    del all_recorded[event.sem]
+            if event.refs > 1:  # still waited on (_unref without the call)
+                event.refs -= 1
+            else:
+                destroyed += self._unref(event)
         for event in action.events:
-            destroyed += self._unref(event)
+            if event.refs > 1:
+                event.refs -= 1
+            else:
+                destroyed += self._unref(event)
         action.events = action.signal_events = ()
         if destroyed and self.cost.event_destroy_ns:  # unpooled events are destroyed by the callback path
             path = self._callback_path(op.queue)

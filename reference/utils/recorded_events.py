@@ -31,8 +31,13 @@ class RecordedEvents:
         self.events: list = []
 
     def add(self, event) -> None:
-        i = bisect_right(self.values, event.value)
-        self.values.insert(i, event.value)
+        values, value = self.values, event.value
+        if not values or values[-1] <= value:  # the usual case: values are recorded in order
+            values.append(value)
+            self.events.append(event)
+            return
+        i = bisect_right(values, value)
+        values.insert(i, value)
         self.events.insert(i, event)
 
     def find(self, value: int):
