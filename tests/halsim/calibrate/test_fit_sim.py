@@ -74,6 +74,19 @@ def test_a_negative_coefficient_is_fixed_at_zero_and_the_others_refitted():
     assert (cal.model.event_wait_ns, cal.model.commit_ns) == (0, round(commit))
 
 
+def test_host_fn_is_the_mean_of_every_completion_waited_for_or_not():
+    # a waiting host thread completes its work itself (opencl: ~15 us); the completion thread polls
+    # (~100 us): one latency for both, their mean
+    s = Samples()
+    for y in (14_000, 16_000) * 6:
+        s.add("host_fn", [1.0], y)
+    for y in (90_000, 110_000) * 3:
+        s.add("host_fn:other", [1.0], y)
+    cal = fit_samples(s, personality="opencl", partial=True)
+    (got,) = [p for p in cal.params if p.name == "host_fn_ns"]
+    assert (got.samples, cal.model.host_fn_ns) == (18, (12 * 15_000 + 6 * 100_000) // 18)
+
+
 def test_launch_latency_by_what_the_op_waited_for_is_modelled_and_fitted_back():
     """Three launch latencies: after a device predecessor (``launch_ns``), after the issue launched the
     op onto an idle queue (``launch_after_issue_ns``), after a host signal set its user event
