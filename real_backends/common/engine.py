@@ -42,6 +42,9 @@ from .pool import EventPool, Pooled
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
 HELP_S = 0.0002  # how long a waiting host thread drives completions before it sleeps on the semaphores
+# Lets other threads take the interpreter lock between looks: time.sleep(0) sleeps ~70 us on Linux
+# (the kernel's timer slack), sched_yield does not.
+_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
 class Adapter:
@@ -367,7 +370,7 @@ class Engine:
                 if state is False:
                     if time.perf_counter() >= deadline:
                         return
-                    os.sched_yield()  # lets other threads take the GIL (time.sleep(0) costs ~70 us here)
+                    _yield()
                     continue
                 self._finish(head, state if isinstance(state, HalError) else None)
         finally:
