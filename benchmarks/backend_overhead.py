@@ -11,12 +11,18 @@ Two measurements, each for ours and for raw pyopencl, in one run on the same PoC
 
 Command (the figures go in BENCHMARKS.md):
 
-    .venv/bin/python benchmarks/backend_overhead.py [--round-trips 2000] [--chain 1000] [--repeat 3]
+    .venv/bin/python benchmarks/backend_overhead.py [--round-trips 2000] [--chain 1000] [--repeat 3] [--pin]
+
+Unpinned, raw pyopencl's round trip moves between ~18 and ~45 µs from run to run with where the
+scheduler puts PoCL's thread (on the host thread's CPU or not). ``--pin`` gives PoCL one compute
+thread on CPU 0 and this process the other CPUs (as ``calibration/run.py`` does): the device then has
+a core of its own, as a GPU does, and the figures repeat.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -80,7 +86,19 @@ def main() -> int:
     ap.add_argument("--round-trips", type=int, default=2000)
     ap.add_argument("--chain", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3, help="alternate ours/raw this many times; report medians")
+    ap.add_argument("--pin", action="store_true", help="one PoCL compute thread on CPU 0, this process on the "
+                    "others (stable figures; needs 2 CPUs)")
     args = ap.parse_args()
+    if min(args.round_trips, args.chain, args.repeat) < 1:
+        ap.error("--round-trips, --chain and --repeat must be >= 1")
+    if args.pin:
+        from pinning import pin_cpus  # benchmarks/ is the script's directory: on sys.path
+
+        os.environ["POCL_MAX_PTHREAD_COUNT"] = "1"  # read when PoCL starts, as POCL_AFFINITY
+        pinned = pin_cpus(1)
+        if pinned is None:
+            ap.error("--pin needs at least 2 CPUs")
+        print(pinned)
     results = {"ours": [], "raw": []}
     for _ in range(args.repeat):
         results["ours"].append(ours(args.round_trips, args.chain))

@@ -35,10 +35,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.dirname(HERE))  # benchmarks/: pinning
 
 import numpy as np  # noqa: E402
 
 import programs  # noqa: E402
+from pinning import pin_cpus  # noqa: E402
 from halsim.calibrate import fit  # noqa: E402
 from halsim.calibrate.fit import (  # noqa: E402
     TIMED_KINDS, Samples, align_clocks, format_table, load_trace, trace_samples)
@@ -315,21 +317,6 @@ def report(results: dict, variant_trim: float, out: str) -> None:
         print(f"  {n:<20} {100 * r['device_busy_share_median']:5.1f}%  "
               f"{r['cross_queue_overlap_ns_median'] / 1e3:8.1f} us")
     print(f"wrote {out}/results.json, model.json, makespan.png ({results['seconds']:.1f} s)")
-
-
-def pin_cpus(pocl_threads: int) -> str | None:
-    """Give PoCL's compute threads CPUs of their own: PoCL pins its threads to the first CPUs
-    (``POCL_AFFINITY``, read when it starts) and this process — the host program, the engine's worker
-    and completion threads, all started later — keeps the others. Unpinned, on 2 CPUs the scheduler
-    sometimes ran them on one CPU for a whole experiment: the held-out error was then 18-20 % instead
-    of 3-8 % (docs/accuracy.md). Returns what was pinned, or None when there are too few CPUs."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not pocl_threads or len(cpus) <= pocl_threads:
-        return None
-    os.environ["POCL_AFFINITY"] = "1"
-    host = set(cpus[pocl_threads:])
-    os.sched_setaffinity(0, host)
-    return f"PoCL on CPU {','.join(map(str, cpus[:pocl_threads]))}, host threads on CPU {','.join(map(str, sorted(host)))}"
 
 
 def main(argv=None) -> int:
