@@ -71,3 +71,32 @@ def test_round_trips_complete_through_the_waiting_thread(opencl):
     for e in signals:  # each signal after its fill ended on the device (device timestamps, host clock)
         op = done[e["cause"]]
         assert (op["status"], op["ready"] <= op["start"] <= op["t"] <= e["t"]) == (0, True)
+
+
+def test_several_host_threads_help_at_once(opencl):
+    # four threads, each its own semaphore, round trips on both queues: the helpers and the completion
+    # thread complete one action at a time, in issue order, and every wait returns its own value
+    import threading
+
+    bufs = [opencl.allocator.allocate_buffer(64) for _ in range(4)]
+    sems = [opencl.create_semaphore() for _ in range(4)]
+    errors = []
+
+    def worker(k):
+        try:
+            for v in range(1, 41):
+                opencl.queue_fill([], [(sems[k], v)], bufs[k], 0, 64, v, 1, queue_affinity=1 << (k % 2))
+                sems[k].wait(v, timeout=WAIT)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert (errors, [t.is_alive() for t in threads]) == ([], [False] * 4)
+    assert [s.query() for s in sems] == [40] * 4
+    assert [bytes(b.map_read(0, 64)) for b in bufs] == [bytes([40]) * 64] * 4
+    signals = [e["value"] for e in opencl.trace.events("signal")]
+    assert sorted(signals) == sorted(list(range(1, 41)) * 4)
