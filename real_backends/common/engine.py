@@ -22,7 +22,8 @@ runs on real threads and a real API behind an :class:`Adapter`:
   issued action itself as soon as its event is reached, instead of sleeping until the completion
   thread has done so and woken it — two thread wake-ups less on a host round trip (the completion
   thread then polls slowly). Completions stay one at a time and in issue order; host calls are
-  left to the completion thread (user code does not run on the waiting thread).
+  left to the completion thread (user code does not run on the waiting thread); with nothing
+  issued or on its way (a wait for another host thread's signal) it sleeps at once.
 """
 
 from __future__ import annotations
@@ -361,6 +362,8 @@ class Engine:
                 try:
                     head = issued[0]
                 except IndexError:
+                    if not self._queued:  # nothing in flight nor on its way: nothing to help with
+                        return
                     head = None
                 state = False
                 if head is not None and not head.done and head.op.kind != "host_call":

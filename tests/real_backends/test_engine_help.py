@@ -153,3 +153,18 @@ def test_a_failed_event_fails_the_wait_through_the_helping_host(make):
         s.wait(1, timeout=WAIT)
     assert e.value.code == hal.StatusCode.ABORTED
     assert s.failure is not None and s.failure.code == hal.StatusCode.ABORTED
+
+
+def test_nothing_in_flight_no_spin(make):
+    # a wait for another host thread's signal: nothing issued, nothing to help with — the thread
+    # goes straight to sleeping on the semaphore instead of spinning for HELP_S
+    dev = make(queryable=True)
+    s = dev.create_semaphore()
+    calls = []
+    dev.engine.help(lambda: calls.append(1) or False, budget_s=5.0)  # returns at once, not after 5 s
+    assert calls == [1]
+    t = threading.Timer(0.02, s.signal, args=(1,))  # another thread's signal still wakes the wait
+    t.start()
+    s.wait(1, timeout=WAIT)
+    t.join(WAIT)
+    assert s.query() == 1
