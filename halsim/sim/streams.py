@@ -42,10 +42,8 @@ The engine's state objects (native events, actions, streams, the scan's lookups)
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from functools import partial
-from heapq import heappush
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
@@ -53,7 +51,7 @@ from reference.trace.trace import expander
 from reference.utils.recorded_events import RecordedEvents
 
 from .device import SimDevice
-from .events import NORMAL, Call, Done, Lane, WaitsResolved, call_after
+from .events import Done, Lane, WaitsResolved, call_after
 from .execution import quick_body, timed_body
 from .stream_state import Action, Blocked, NativeEvent, Stream
 
@@ -260,10 +258,8 @@ class StreamDevice(SimDevice):
                 return state.clone()
             recorded = all_recorded.get(sem_id)
             event = None
-            if recorded is not None:  # RecordedEvents.find, inlined
-                i = bisect_left(recorded.values, value)
-                if i < len(recorded.values):
-                    event = recorded.events[i]
+            if recorded is not None:
+                event = recorded.find(value)
             if event is not None:
                 event.refs += 1
             elif self.wait_policy == "user_event":
@@ -327,19 +323,11 @@ class StreamDevice(SimDevice):
         start = action.issue_start = env._now
         created = 0
         for sem, value in op.signal:
-            self.events_in_use += 1  # _acquire, inlined
-            if self.events_in_use > self.peak_events_in_use:
-                self.peak_events_in_use = self.events_in_use
-            pooled = self.pool_free > 0
-            if pooled:
-                self.pool_free -= 1
-            else:
-                self.unpooled_events += 1
-                created += 1
+            pooled = self._acquire()
+            created += not pooled
             event = NativeEvent("signal", sem.id, value, action, Done(), pooled)
             action.signal_events.append(event)
-            self.trace.emit_record(("native_event", self.event_name, start, "acquire", "signal", event.sem, value,
-                                    op.id, pooled, self.events_in_use, self.pool_free))  # _native, inlined
+            self._native("acquire", event)
         ns = action.issue_ns
         if ns is None:
             ns = self._issue_ns(op, len(action.events), created)
@@ -354,7 +342,7 @@ class StreamDevice(SimDevice):
         if stream.idle:
             stream.idle = False
             call_after(env, max(0, action.launch_at - start), self._stream_wakes, stream)
-        heappush(env._queue, (start + ns, NORMAL, next(env._eid), Call(self._issued, action)))  # call_after
+        call_after(env, ns, self._issued, action)
 
     def _issued(self, call) -> None:
         """The issue ended: its signal events are recorded (seen by the next scan: recording does not
@@ -573,7 +561,7 @@ class StreamDevice(SimDevice):
         stream.fifo.popleft()
         if not traced and (op.kind != "host_call" or error is not None):
             self.recorder.op_done(op, error)
-        path = stream if self._shared_callback is None else self._shared_callback  # _callback_path
+        path = self._callback_path(stream.index)
         at = max(env._now, path.callback_free) + self.cost.host_fn_ns
         path.callback_free = at
         call_after(env, at - env._now, self._completes, (action, error, should_signal))
@@ -581,11 +569,7 @@ class StreamDevice(SimDevice):
         # simulator step at this instant would have let them, one step later).
         for event in action.signal_events:
             stream.held_event = event
-            done = event.done  # done.fire(error), inlined
-            done._value = error
-            callbacks, done.callbacks = done.callbacks, None
-            for callback in callbacks:
-                callback(done)
+            event.done.fire(error)
         return True
 
     def _callback_path(self, queue: int) -> Stream:
@@ -644,23 +628,12 @@ class StreamDevice(SimDevice):
         destroyed = 0
         all_recorded = self._recorded
         for event in action.signal_events:
-            recorded = all_recorded.get(event.sem)
-            if recorded is not None:  # (None, or without it: its issue had not ended)
-                if recorded.events[0] is event:  # the usual case: the oldest (RecordedEvents.remove, inlined)
-                    del recorded.values[0], recorded.events[0]
-                    if not recorded.values:
-                        del all_recorded[event.sem]
-                elif recorded.remove(event) and not recorded.values:
-                    del all_recorded[event.sem]
-            if event.refs > 1:  # still waited on (_unref without the call)
-                event.refs -= 1
-            else:
-                destroyed += self._unref(event)
+            recorded = all_recorded.get(event.sem)  # (None, or without it: its issue had not ended)
+            if recorded is not None and recorded.remove(event) and not recorded.values:
+                del all_recorded[event.sem]
+            destroyed += self._unref(event)
         for event in action.events:
-            if event.refs > 1:
-                event.refs -= 1
-            else:
-                destroyed += self._unref(event)
+            destroyed += self._unref(event)
         action.events = action.signal_events = ()
         if destroyed and self.cost.event_destroy_ns:  # unpooled events are destroyed by the callback path
             path = self._callback_path(op.queue)

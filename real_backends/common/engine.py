@@ -88,7 +88,8 @@ class Adapter:
 
     def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         """Block until ``handle`` completed; the error if the work before it failed. ``backlog``: how
-        many completions wait behind this one (0: the host is likely waiting for this one)."""
+        many completions wait behind this one, or host threads helping (0: nobody else watches it,
+        a host may be waiting for it: look closely)."""
         raise NotImplementedError
 
     def timing(self, action: "Action") -> tuple[int, int, list] | None:

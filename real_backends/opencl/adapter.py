@@ -30,7 +30,7 @@ from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
 _PATTERN_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-SPIN_S = 0.0002  # synchronize: how long to poll an event's status before waiting for its callback
+SPIN_S = 0.0002  # synchronize: how long the last work in flight is looked at between bare yields
 POLL_MIN_S, POLL_MAX_S = 0.00005, 0.0002  # then the waits between looks at the status, doubling
 
 
@@ -165,7 +165,7 @@ class OpenCLAdapter(Adapter):
         status = handle.command_execution_status
         if status > 0:
             return False
-        return True if status == 0 else _failed(status)
+        return True if status == 0 else HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
 
     def synchronize(self, handle, backlog: int = 0) -> HalError | None:
         # The event's status, polled: not clWaitForEvents, nor a completion callback alone, since PoCL
@@ -180,9 +180,9 @@ class OpenCLAdapter(Adapter):
         spin_until = time.perf_counter() + (SPIN_S if not backlog else 0.0)
         delay = 0.0
         while True:
-            status = handle.command_execution_status
-            if status <= 0:
-                return None if status == 0 else _failed(status)
+            state = self.query(handle)
+            if state is not False:
+                return None if state is True else state
             if time.perf_counter() < spin_until:
                 time.sleep(0)
                 continue
@@ -271,10 +271,6 @@ class OpenCLAdapter(Adapter):
 
     def close(self) -> None:
         self._buffers.clear()  # the engine waited for everything in flight
-
-
-def _failed(status: int) -> HalError:
-    return HalError(StatusCode.ABORTED, f"opencl: command failed with status {status}")
 
 
 def _clock_offset(cl, q) -> int:
