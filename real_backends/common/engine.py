@@ -11,7 +11,9 @@ runs on real threads and a real API behind an :class:`Adapter`:
   made that the engine sets when the value is reached; else the action stays pending and later ready
   actions are issued past it. More than ``max_wait_events`` events → RESOURCE_EXHAUSTED;
 * any failure is **sticky** ([H] ``actions->status``): every pending and later action fails with it;
-* a **worker thread** issues ready actions in order: stream waits, the work (``Adapter.submit``), one
+* ready actions are issued in the order the scans found them (one FIFO, appended under the scan's
+  lock), by a **worker thread** — or, with ``Adapter.inline_issue``, by the thread that made them
+  ready or the one already issuing: stream waits, the work (``Adapter.submit``), one
   device-signal event per signal from the :class:`~.pool.EventPool` (if the adapter pools events),
   recorded on the stream;
 * a **completion thread** synchronizes each action's last event, then — on the host — runs a host
@@ -145,8 +147,8 @@ class Engine:
         self._closing = False
         self._inflight = 0
         self._idle = threading.Condition(self._lock)
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._queued = 0                      # actions handed to the worker and not issued yet
+        self._work: queue.SimpleQueue = queue.SimpleQueue()  # the worker's wake-ups
+        self._ready: deque[Action] = deque()  # ready, not issued yet: in the order the scans found them
         self._issuing = threading.Lock()      # one issuer at a time: the worker or an inline caller
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._issued: deque[Action] = deque()  # issued and not completed yet, in issue order
@@ -187,30 +189,39 @@ class Engine:
                 failed.extend((a, self._status.clone()) for a in ready)
                 ready = []
             self._pending = still
+            # Queued for issue in this scan's order, under the lock the scan held: a scan on another
+            # thread queues its ready actions before or after these, never among them.
+            self._ready.extend(ready)
         if ready:
-            self._hand_over(ready)
+            self._hand_over()
         for action, error in failed:
             self._fail(action, error)
 
-    def _hand_over(self, ready: list) -> None:
-        """Give ready actions to the worker — or, with ``Adapter.inline_issue``, issue them on this
-        thread when the worker has nothing queued or in hand (one thread hop less per submission).
-        Issue order stays the scans' order: ``_queued`` counts the worker's items from the moment
-        they are queued until they are issued, and issuing is serialized by ``_issuing``."""
-        if self.adapter.inline_issue:
-            with self._lock:
-                inline = self._queued == 0 and self._issuing.acquire(blocking=False)
-            if inline:
-                try:
-                    for action in ready:
-                        self._issue_guarded(action)
-                finally:
-                    self._issuing.release()
-                return
-        with self._lock:
-            self._queued += len(ready)
-        for action in ready:
-            self._work.put(action)
+    def _hand_over(self) -> None:
+        """Issue the ready actions, oldest first: wake the worker — or, with ``Adapter.inline_issue``,
+        issue them on this thread (one thread hop less per submission) unless another thread is
+        issuing, which then issues them too. Issue order is the scans' order (``_ready``, filled
+        under ``_lock`` by each scan), whoever issues."""
+        if not self.adapter.inline_issue:
+            self._work.put(True)
+            return
+        self._issue_ready()
+
+    def _issue_ready(self) -> None:
+        """Issue ``_ready`` until it is empty, unless another thread holds ``_issuing`` (it will)."""
+        while self._issuing.acquire(blocking=False):
+            try:
+                while True:
+                    with self._lock:
+                        if not self._ready:
+                            break
+                        action = self._ready.popleft()
+                    self._issue_guarded(action)
+            finally:
+                self._issuing.release()
+            with self._lock:  # queued between our last look and the release: its scan saw us issuing
+                if not self._ready:
+                    return
 
     def _resolve(self, action: Action):
         waits = action.waits
@@ -265,14 +276,8 @@ class Engine:
     # -- the worker thread: issue ------------------------------------------------------------------
 
     def _worker_main(self) -> None:
-        while True:
-            action = self._work.get()
-            if action is None:
-                return
-            with self._issuing:
-                self._issue_guarded(action)
-            with self._lock:
-                self._queued -= 1
+        while self._work.get() is not None:  # a wake-up (_hand_over), or None: shut down
+            self._issue_ready()
 
     def _issue_guarded(self, action: Action) -> None:
         """Issue one action; a failure fails it (and, from the API, makes the status sticky)."""
@@ -363,8 +368,8 @@ class Engine:
                 try:
                     head = issued[0]
                 except IndexError:
-                    if not self._queued:  # nothing in flight nor on its way: nothing to help with
-                        return
+                    if not self._ready and not self._issuing.locked():  # nothing in flight nor on its
+                        return                                                 # way: nothing to help with
                     head = None
                 state = False
                 if head is not None and not head.done and head.op.kind != "host_call":
