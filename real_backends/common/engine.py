@@ -243,7 +243,8 @@ class Engine:
                 return False
             limit = self.adapter.max_wait_events
             if limit is not None and len(action.events) >= limit:
-                self._unref(event)
+                if self._drop(event):
+                    self._release(event)
                 return HalError(StatusCode.RESOURCE_EXHAUSTED,
                                 f"exceeded maximum queue action wait event limit ({limit}) in op {action.op.id}")
             action.events.append(event)
@@ -451,18 +452,24 @@ class Engine:
                 recorded = self._recorded.get(event.sem)
                 if recorded is not None and recorded.remove(event) and not recorded.values:
                     del self._recorded[event.sem]
-        for event in action.signal_events + action.events:
-            self._unref(event)
+            # Under the lock a scan takes its references with (_resolve): cleanups can run on two
+            # threads at once (a completion, a failure at issue), and ``refs -= 1`` is not atomic.
+            released = [event for event in action.signal_events + action.events if self._drop(event)]
+        for event in released:
+            self._release(event)
         action.signal_events = action.events = []
         with self._lock:
             self._inflight -= 1
             if not self._inflight:
                 self._idle.notify_all()
 
-    def _unref(self, event: Event) -> None:
+    @staticmethod
+    def _drop(event: Event) -> bool:
+        """Drop a reference (holding ``_lock``); True at the last one."""
         event.refs -= 1
-        if event.refs:
-            return
+        return not event.refs
+
+    def _release(self, event: Event) -> None:
         if event.kind == "signal" and self.pool is not None:
             self.pool.release(Pooled(event.handle, event.pooled))
 
