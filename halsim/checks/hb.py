@@ -9,8 +9,10 @@ Edges, each from what the device and the HAL *guarantee* (never from observed ti
   runs inside the call, so it also happens before the thread's next call;
 * queue order on ``in_order`` devices (Metal command queues, OpenCL in-order queues; not CUDA,
   whose pending queue actions are issued as their waits resolve, so a later one can overtake):
-  an op on a queue starts after the previous op on that queue finished; none on IREE-semantics
-  devices (``sim``, ``local-task``), where only semaphores order submissions;
+  an op on a queue starts after the previous op on that queue finished — except a host call, which
+  holds the queue only until its waits are met (its function runs on the host while the queue
+  goes on); none on IREE-semantics devices (``sim``, ``local-task``), where only semaphores order
+  submissions;
 * semaphore signal → wait: a wait for ``v`` is satisfied by the signal that first brought the
   semaphore to ``>= v`` (an op's signals happen at its end; a host signal at that call);
 * host waits: a wait that returned OK happens after the signals that satisfied it.
@@ -143,17 +145,27 @@ class HappensBefore:
                             self._deps[n].append(src)
                             if ev.mode == "any":
                                 break  # one satisfied timepoint is all an ANY wait promises
+        # A host call holds its in-order queue until its waits are met (the queue waits on them), but
+        # its function runs on the host while the queue goes on: what follows it on the queue comes
+        # after what it waited for, not after it.
+        held: dict[int, list[int]] = {}   # queue → wait sources of the host calls since its last op
         for op in m.ops.values():
             on = self.node_of_op[op.id]
+            sources = []
             for sem, value in op.wait:
                 src = self._source(sem, value, None)
                 if src is not None and src != on:
-                    self._deps[on].append(src)
+                    sources.append(src)
+            self._deps[on].extend(sources)
             if m.ordering == "in_order":
                 prev = last_on_queue.get(op.queue)
                 if prev is not None:
                     self._deps[on].append(prev)
-                last_on_queue[op.queue] = on
+                if op.kind == "host_call":
+                    held.setdefault(op.queue, []).extend(sources)
+                else:
+                    self._deps[on].extend(held.pop(op.queue, ()))
+                    last_on_queue[op.queue] = on
 
     def _source(self, sem: str, value: int, before: int | None) -> int | None:
         sig = self.model.first_signal(sem, value, before)
@@ -219,8 +231,8 @@ class HappensBefore:
                 lane = host_lane[self._thread_of[node]]
             else:
                 op = m.ops[op_id]
-                if m.ordering == "in_order":
-                    lane = queue_lane.get(op.queue)
+                if m.ordering == "in_order" and op.kind != "host_call":  # (a host call orders nothing
+                    lane = queue_lane.get(op.queue)                    # after it: a chain of its own)
                     if lane is None:
                         lane = queue_lane[op.queue] = self._lane(f"queue {op.queue}")
                 elif m.ordering == "inline":

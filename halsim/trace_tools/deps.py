@@ -89,7 +89,9 @@ def signal_wait_edges(trace) -> list[Edge]:
 
 
 def queue_edges(trace) -> list[Edge]:
-    """Consecutive operations of each queue, on in-order devices only (empty elsewhere)."""
+    """Consecutive operations of each queue, on in-order devices only (empty elsewhere). A host call
+    comes after the operation before it but orders nothing after it: its function runs on the host
+    while the queue goes on."""
     ix = TraceIndex.of(trace)
     if not ix.in_order:
         return []
@@ -100,7 +102,8 @@ def queue_edges(trace) -> list[Edge]:
         prev = last.get(q)
         if prev is not None:
             edges.append(Edge(prev, op["op"], None, q, "queue"))
-        last[q] = op["op"]
+        if op.get("kind") != "host_call":
+            last[q] = op["op"]
     return edges
 
 

@@ -44,6 +44,7 @@ from reference.utils.recorded_events import RecordedEvents
 from .pool import EventPool, Pooled
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
+HOST_COMPLETED = ("host_call", "dealloca")  # ops whose work runs on the host, in the completion
 HELP_S = 0.0002  # how long a waiting host thread drives completions before it sleeps on the semaphores
 # Lets other threads take the interpreter lock between looks: time.sleep(0) sleeps ~70 us on Linux
 # (the kernel's timer slack), sched_yield does not.
@@ -97,6 +98,11 @@ class Adapter:
     def timing(self, action: "Action") -> tuple[int, int, list] | None:
         """(start, end, [(command index, start, end), …]) of the action's work on the host clock (ns),
         or None when the API has no device timestamps for it."""
+        return None
+
+    def reached_at(self, action: "Action") -> int | None:
+        """When the device reached ``action.last`` (its signal or completion event), on the host clock
+        (ns), for an action without timed work; None when the API has no timestamp for it."""
         return None
 
     def close(self) -> None:
@@ -303,7 +309,10 @@ class Engine:
         elif op.commands:
             adapter.submit(stream, action)
         last = None
-        for sem, value in op.signal:
+        # A host call's or dealloca's signals come from the host, after its function or decommit
+        # (in the completion): no device-signal event is recorded that a later wait could reuse and
+        # pass before then — the completion waits for a plain marker.
+        for sem, value in op.signal if op.kind not in HOST_COMPLETED else ():
             got = self.pool.acquire() if self.pool is not None else Pooled(None, False)
             handle = adapter.record(stream, got.handle)
             event = Event(handle, got.pooled, sem.id, value, "signal")
@@ -395,8 +404,15 @@ class Engine:
             error = self._failed_wait(op) or (self._status.clone() if self._status is not None else error)
         op.track = device.stream_track(op.queue)
         timing = self.adapter.timing(action) if error is None else None
-        now = device.now()
-        op.start_t, op.end_t = (timing[0], timing[1]) if timing else (action.issued_t, now)
+        if timing:
+            op.start_t, op.end_t = timing[0], timing[1]
+        else:
+            # Nothing timed on the device (a barrier, an alloca, a host call): the op ran when the
+            # device reached it — its last event's timestamp where the API has one — not when it was
+            # issued: issued before its waits were met (OpenCL user events), it would appear to
+            # start before the operations it waits for ended.
+            reached = self.adapter.reached_at(action) if error is None else None
+            op.start_t = op.end_t = reached if reached is not None else device.now()
         if error is None and op.commands:
             # Every command is traced, including those the API needs no work for (barriers on an
             # in-order queue, HAL events): at the end of the command before them, zero long.
@@ -408,12 +424,13 @@ class Engine:
                 t = max(t, end)
         device_error = error is not None and op.wait_error is None
         should_signal = error is None
-        if error is None and op.kind in ("dealloca", "host_call"):
+        if error is None and op.kind in HOST_COMPLETED:
             try:
                 should_signal = run_body(device, op, op.track, device.now)
             except HalError as e:
                 error = e
-            op.end_t = device.now()
+            if op.kind == "host_call":  # the function's run; a decommit is its own trace event
+                op.end_t = device.now()
         device.recorder.op_done(op, error)
         if error is not None:
             if device_error or op.wait_error is not None:

@@ -269,6 +269,14 @@ class OpenCLAdapter(Adapter):
         cmds = [(i, info(ev, start) + off, info(ev, end) + off) for i, ev in events]
         return cmds[0][1], cmds[-1][2], cmds
 
+    def reached_at(self, action):
+        # The signal event's end: a marker's, or the last command's before it on this in-order
+        # queue (Adapter.record's reuse), which is when the queue got past everything before the op.
+        try:
+            return self.cl.Event.get_profiling_info(action.last, self._end) + self.offset_ns
+        except self.cl.Error:
+            return None
+
     def close(self) -> None:
         self._buffers.clear()  # the engine waited for everything in flight
 

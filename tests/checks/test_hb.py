@@ -39,6 +39,28 @@ def test_queue_order_only_on_in_order_devices():
             assert hb.op_before("0:2", "0:0") is False
 
 
+def test_a_host_call_orders_nothing_after_it_on_an_in_order_queue():
+    # Its function runs on the host while the queue goes on (the engines, real and simulated); the
+    # queue waited for its waits, though, so what follows it comes after what it waited for.
+    for uri in ("sim:opencl", "sim:metal"):
+        with hal.create_device(uri, queues=2) as dev:
+            s, h = dev.create_semaphore(), dev.create_semaphore()
+            dev.queue_barrier([], [], queue_affinity=1)                              # 0:0
+            dev.queue_barrier([], [(s, 1)], queue_affinity=2)                        # 0:1 (X)
+            dev.queue_host_call([(s, 1)], [(h, 1)], lambda *a: None, queue_affinity=1)  # 0:2 (H)
+            dev.queue_barrier([], [], queue_affinity=1)                              # 0:3 (C)
+            dev.queue_barrier([], [], queue_affinity=1)                              # 0:4
+            h.wait(1)
+            dev.queue_flush()
+            hb = hb_of(dev)
+            assert hb.op_before("0:0", "0:2") is True    # the host call comes after the op before it
+            assert hb.op_before("0:2", "0:3") is False   # ... but orders nothing after it
+            assert hb.op_before("0:2", "0:4") is False
+            assert hb.op_before("0:1", "0:3") is True    # what it waited for still does
+            assert hb.op_before("0:0", "0:3") is True    # and the queue order around it holds
+            assert hb.op_before("0:3", "0:4") is True
+
+
 def test_a_wait_is_satisfied_by_the_first_signal_reaching_its_value():
     with hal.create_device("sim", queues=3) as dev:
         s, t = dev.create_semaphore(), dev.create_semaphore()
