@@ -41,7 +41,11 @@ class WaitsResolved(simpy.Event):
         if not self.waits:
             self._fire(None, self.env.now)
             return
+        history = device.history
         for sem, value in self.waits:
+            if sem.failure is not None and history.reached_before_failure(sem, value, self.env.now) is not None:
+                self._on_change(None)  # met before the failure, which comes later in virtual time
+                continue
             tp = sem.add_timepoint(value, self._on_change)
             if self.done:
                 break
@@ -184,6 +188,10 @@ class Waits:
         self._timepoints = []
         on_change = self._on_change
         for sem, value in waits:
+            if sem.failure is not None and \
+                    device.history.reached_before_failure(sem, value, device.env.now) is not None:
+                on_change(None)  # met before the failure, which comes later in virtual time
+                continue
             tp = sem.add_timepoint(value, on_change)
             if self.done:
                 break

@@ -81,6 +81,15 @@ class SemaphoreHistory:
     def failure(self, sem_id: str) -> tuple[int, Actor]:
         return self._failed.get(sem_id, (0, None))
 
+    def reached_before_failure(self, sem, value: int, now: int) -> int | None:
+        """For a wait the device makes at ``now`` on ``sem``, which has failed: the time it reached
+        ``value``, when it did before failing and the failure lies after ``now`` in virtual time;
+        None when the wait fails. (A host thread runs ahead of the simulation: it may have signaled
+        and then failed the semaphore before the simulation got to a wait that the signal met.)"""
+        if sem.last_value < value or self._failed.get(sem.id, (0, None))[0] <= now:
+            return None
+        return self.reached_at(sem.id, value)
+
     def effective(self, t: int, actor: Actor, me: Actor, start: int) -> int:
         """When a waiter (host thread ``me``, blocked since ``start``) observes a change made at ``t``."""
         if actor is not None and actor == me:

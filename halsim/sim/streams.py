@@ -254,8 +254,13 @@ class StreamDevice(SimDevice):
                 if history.reached_at(sem_id, value) <= now:
                     del waits[0]
                     continue
-            elif state is not False and history.failure(sem_id)[0] <= now:
-                return state.clone()
+            elif state is not False:
+                if history.failure(sem_id)[0] <= now:
+                    return state.clone()
+                reached = history.reached_before_failure(sem, value, now)  # failed later in virtual time
+                if reached is not None and reached <= now:
+                    del waits[0]
+                    continue
             recorded = all_recorded.get(sem_id)
             event = None
             if recorded is not None:

@@ -79,6 +79,11 @@ class Semaphore:
         return SEMAPHORE_FAILURE_VALUE if self._failure is not None else self._value
 
     @property
+    def last_value(self) -> int:
+        """The last value reached (the initial value if never signaled), kept after a failure."""
+        return self._value
+
+    @property
     def failure(self) -> HalError | None:
         """The sticky failure (first one wins), or None."""
         return self._failure

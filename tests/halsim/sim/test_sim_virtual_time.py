@@ -152,3 +152,21 @@ def test_host_thread_clock_runs_ahead_of_the_device_until_it_blocks(make):
     assert dev.now() == 20 and dev.env.now == 0      # host work, nothing waited for yet
     dev.sleep(0.000001)
     assert dev.now() == dev.env.now == 1020
+
+
+@pytest.mark.parametrize("personality", ["generic", "metal", "cuda", "opencl"])
+def test_a_wait_met_before_the_semaphore_failed_succeeds(make, personality):
+    # The host thread signals and then fails g before the simulation has reached the op's wait (its
+    # clock runs ahead): in virtual time the wait was met at the signal, before the failure, as on
+    # local-task, so the op runs. The failure still fails what waits for g after it.
+    dev = make(personality)
+    g, done, late = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    buf = dev.allocator.allocate_buffer(16)
+    dev.queue_fill([(g, 1)], [(done, 1)], buf, 0, 16, 7, 1)
+    g.signal(1)  # no blocking call in between: the simulation is still behind, at the fill's arrival
+    g.fail(S.ABORTED, "bad input")
+    done.wait(1, timeout=10)
+    assert buf.map_read() == b"\x07" * 16
+    dev.queue_barrier([(g, 1)], [(late, 1)])  # a wait made after the failure fails
+    e = pytest.raises(hal.HalError, late.wait, 1, timeout=10).value
+    assert (e.code, e.message) == (S.ABORTED, "bad input")
