@@ -53,7 +53,7 @@ class HappensBefore:
         self.model = model
         self.lane_names: list[str] = []
         self.node_of_op: dict[str, int] = {}
-        self.node_of_host: dict[int, int] = {}    # stream position of a host signal or fail -> node
+        self.node_of_host: dict[int, int] = {}    # stream position of a host signal, fail or access -> node
         self.host_nodes: dict[int, list[int]] = {}  # thread -> its nodes in program order
         self.lane: list[int] = []
         self.epoch: list[int] = []
@@ -118,8 +118,8 @@ class HappensBefore:
             nodes = self.host_nodes.setdefault(thread, [])
             for ev in events:
                 n = self._new()
-                if ev.kind in ("signal", "fail"):   # what signal_node looks up; not every call
-                    self.node_of_host[ev.idx] = n
+                if ev.kind in ("signal", "fail", "access"):   # what signal_node and the hazard checks
+                    self.node_of_host[ev.idx] = n              # look up; not every call
                 if nodes:
                     self._deps[n].append(nodes[-1])
                 nodes.append(n)

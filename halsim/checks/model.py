@@ -90,7 +90,7 @@ class Op:
 class HostEvent:
     """One host-thread call that matters for ordering, in program order."""
 
-    kind: str          # enqueue | signal | fail | wait
+    kind: str          # enqueue | signal | fail | wait | access
     idx: int           # stream position
     op: str | None = None
     sem: str | None = None
@@ -130,6 +130,9 @@ class TraceModel:
         self.host_releases: list[tuple[str, int]] = []   # (resource, idx)
         self.buffers: dict[str, dict] = {}
         self.cuda_events: list[dict] = []
+        # host accesses to buffer bytes (map_read, map_write, …), in trace order:
+        # (commands before it, thread or None, host-call op id or None, buf, offset, length, mode, idx)
+        self.host_accesses: list[tuple] = []
         self.ncmds = 0
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
@@ -215,6 +218,15 @@ class TraceModel:
                 self.host_releases.append((e["res"], idx))
             elif ev == "cuda_event":
                 self.cuda_events.append(e)
+            elif ev == "host_read" or ev == "host_access":
+                thread, op_id = e.get("thread"), e.get("op")
+                if thread is None and op_id is None:
+                    continue  # a trace from before these fields: who accessed is unknown
+                mode = e.get("mode", "r")
+                self.host_accesses.append((self.ncmds, thread, op_id, intern(e["buf"]), e["offset"], e["length"],
+                                           mode, idx))
+                if op_id is None:
+                    host(thread).append(HostEvent("access", idx))
 
     # -- semaphore values -------------------------------------------------------------------------
 

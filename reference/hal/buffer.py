@@ -26,6 +26,7 @@ from .constants import (
     MemoryAccess,
     MemoryType,
 )
+from .host_call_context import current as _current_host_call
 from .status import HalError, StatusCode
 
 _PATTERN_LENGTHS = (1, 2, 4)
@@ -195,8 +196,16 @@ class Buffer:
             return b""
         data, start, length = self._map(MemoryAccess.READ, offset, length, "map_read")
         out = bytes(data[start:start + length])
-        self.device.recorder.host_read(self._root.id, start, out)
+        self.device.recorder.host_read(self._root.id, start, out, self._who())
         return out
+
+    def _who(self) -> dict:
+        """Who is accessing the bytes from the host, for the trace: a host call or a host thread."""
+        op = _current_host_call()
+        return {"op": op} if op is not None else {"thread": self.device.host_thread()}
+
+    def _host_access(self, start: int, length: int, mode: str) -> None:
+        self.device.recorder.host_access(self._root.id, start, length, mode, self._who())
 
     def map_write(self, offset: int, data) -> None:
         try:
@@ -208,6 +217,7 @@ class Buffer:
             return
         store, start, length = self._map(MemoryAccess.DISCARD_WRITE, offset, len(src), "map_write")
         store[start:start + length] = src
+        self._host_access(start, length, "w")
 
     def map_fill(self, offset: int, length: int, pattern: int, pattern_length: int) -> None:
         pat = check_pattern(pattern, pattern_length)
@@ -221,6 +231,7 @@ class Buffer:
                 f"pattern_length {pattern_length}",
             )
         store[start:start + length] = pat * (length // pattern_length)
+        self._host_access(start, length, "w")
 
     def map_zero(self, offset: int, length: int) -> None:
         self.map_fill(offset, length, 0, 1)
@@ -228,7 +239,10 @@ class Buffer:
     def map_range(self, access: MemoryAccess = MemoryAccess.READ, offset: int = 0,
                   length: int = WHOLE_BUFFER) -> "Mapping":
         """A scoped mapping: ``.contents`` is a writable memoryview of the range; ``unmap()`` ends it."""
-        store, start, length = self._map(MemoryAccess(access), offset, length, "map_range")
+        access = MemoryAccess(access)
+        store, start, length = self._map(access, offset, length, "map_range")
+        # The mapping's whole range, at the map: what the host then does through it is not seen.
+        self._host_access(start, length, "w" if access & (MemoryAccess.WRITE | MemoryAccess.DISCARD) else "r")
         return Mapping(self, memoryview(store)[start:start + length])
 
 
@@ -267,6 +281,8 @@ def buffer_map_copy(source: Buffer, source_offset: int, target: Buffer, target_o
     if source._root is target._root and s_start < t_start + length and t_start < s_start + length:
         raise HalError(StatusCode.INVALID_ARGUMENT, "map_copy source and target ranges overlap")
     t_store[t_start:t_start + length] = s_store[s_start:s_start + length]
+    source._host_access(s_start, length, "r")
+    target._host_access(t_start, length, "w")
 
 
 class BufferRef:

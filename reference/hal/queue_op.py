@@ -15,6 +15,7 @@ from typing import Callable, NamedTuple
 from ..kernels import run_kernel
 from .buffer import Range
 from .command_buffer import Cmd
+from .host_call_context import running
 from .status import HalError, StatusCode
 
 
@@ -118,12 +119,14 @@ def _run_host_call(device, op: QueueOp) -> bool:
         # The queue signals first and the callback gets no signal list; its result is ignored.
         signal_all(device, op)
         try:
-            fn(args, HostCallContext(device, 1 << op.queue, ()))
+            with running(op.id):
+                fn(args, HostCallContext(device, 1 << op.queue, ()))
         except Exception:  # noqa: BLE001 - a non-blocking callback's failure has nowhere to go
             pass
         return False
     try:
-        result = fn(args, HostCallContext(device, 1 << op.queue, op.signal))
+        with running(op.id):
+            result = fn(args, HostCallContext(device, 1 << op.queue, op.signal))
     except HalError:
         raise
     except Exception as e:  # noqa: BLE001 - the signal semaphores carry the failure to waiters

@@ -154,11 +154,23 @@ class Recorder:
         self.emit({"ev": "fail", "t": t, "sem": sem.id, "status": int(error.code), "message": error.message,
                    "cause": cause})
 
-    def host_read(self, buf_id: str, offset: int, data: bytes) -> None:
+    def host_read(self, buf_id: str, offset: int, data: bytes, who: dict) -> None:
         """The host read ``data`` back from a buffer (``map_read``): a digest, so traces of two devices
-        can be compared output by output without holding the bytes."""
-        self.emit({"ev": "host_read", "t": self.clock(), "buf": buf_id, "offset": offset, "length": len(data),
-                   "digest": hashlib.blake2b(data, digest_size=8).hexdigest()})
+        can be compared output by output without holding the bytes. ``who``: ``{"thread": n}`` or,
+        from inside a host call's function, ``{"op": id}``."""
+        ev = {"ev": "host_read", "t": self.clock(), "buf": buf_id, "offset": offset, "length": len(data),
+              "digest": hashlib.blake2b(data, digest_size=8).hexdigest()}
+        ev.update(who)
+        self.emit(ev)
+
+    def host_access(self, buf_id: str, offset: int, length: int, mode: str, who: dict) -> None:
+        """Any other host access to a buffer's bytes: ``mode`` ``"w"`` (``map_write``, ``map_fill``,
+        the target of ``map_copy``, a writable ``map_range``) or ``"r"`` (a ``map_copy`` source, a
+        read-only ``map_range``); ``who`` as for :meth:`host_read`."""
+        ev = {"ev": "host_access", "t": self.clock(), "buf": buf_id, "offset": offset, "length": length,
+              "mode": mode}
+        ev.update(who)
+        self.emit(ev)
 
     def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None) -> None:
         ev = {"ev": "host_wait", "t": self.clock(), "thread": thread, "mode": mode, "wait": _tps(timepoints),

@@ -78,6 +78,33 @@ def test_missing_barrier_on_local_task_is_found_from_its_trace():
             "execution barrier between them (RAW)")]
 
 
+@pytest.mark.parametrize("uri", ["local-task", "sim", "sim:cuda", "sim:opencl", "sim:metal"])
+def test_host_mapping_races_with_device_work(uri):
+    with hal.create_device(uri) as dev:
+        b = dev.allocator.allocate_buffer(64)
+        s, t = dev.create_semaphore(), dev.create_semaphore()
+        b.map_write(48, b"\x05" * 16)                 # before the submission that reads it: ordered
+        dev.queue_fill([], [(s, 1)], b, 0, 32, 7, 1)
+        dev.queue_copy([], [], b, 48, b, 40, 4)       # reads what the host wrote first: fine
+        assert b.map_read(0, 16) == b.map_read(0, 16)  # forgot to wait: races with the fill (twice)
+        s.wait(1, 5.0)
+        b.map_read(16, 16)                             # after the wait: fine
+        b.map_fill(0, 8, 1, 1)                         # fine too
+
+        def fn(args, context):
+            b.map_read(32, 8)                          # after the host call's wait on s >= 1: fine
+            b.map_read(33, 4)                          # its own accesses are in program order
+        dev.queue_host_call([(s, 1)], [(t, 1)], fn)
+        dev.queue_fill([], [], b, 32, 8, 9, 1)         # no wait for the host call: races with its read
+        t.wait(1, 5.0)
+        dev.queue_flush()
+        assert findings(dev.trace, ["hazard"]) == [
+            ("hazard.raw", ["0:0.0", "host:0"], "map_read by host thread 0 reads buffer b0[0:16) written by "
+             "fill 0:0.0 with no semaphore wait ordering them (RAW)"),
+            ("hazard.war", ["0:2", "0:3.0"], "fill 0:3.0 writes buffer b0[32:40) read by map_read in host call "
+             "0:2 with no semaphore wait ordering them (WAR)")]
+
+
 def test_partial_overlap_reports_only_the_shared_bytes():
     t = synthetic({"device": "sim"}, [
         op("0:0", "fill"), op("0:1", "fill"),

@@ -7,8 +7,11 @@ Rules (Vulkan syncval's taxonomy; which access is "first" is the order they ran 
 * ``hazard.waw`` — a write of bytes an unordered command wrote.
 
 ``scope`` says where the missing ordering belongs: ``command_buffer`` (two commands between the same
-two barriers of one command buffer: add an execution barrier) or ``queue`` (two operations: add a
-semaphore wait, or put them on one in-order queue).
+two barriers of one command buffer: add an execution barrier), ``queue`` (two operations: add a
+semaphore wait, or put them on one in-order queue) or ``host`` (a host access — ``map_read``,
+``map_write``, ``map_fill``, ``map_copy``, ``map_range`` — and a command: wait on the host for the
+command's semaphore before touching the bytes, or make the op wait for one the host signals after).
+A host call's function accesses as the host call (after its waits, before its signals).
 
 Shadow memory per buffer, FastTrack-style: each byte range remembers its last write and, per lane,
 its last read since; a new access is compared with those only, so checking is linear in the number
@@ -38,9 +41,11 @@ from bisect import bisect_right
 from ..findings import Finding, cmd_id, span
 
 RULES = {
-    "hazard.raw": "a command reads bytes another command wrote, with nothing ordering them",
-    "hazard.war": "a command writes bytes another command read, with nothing ordering them",
-    "hazard.waw": "two commands write the same bytes with nothing ordering them",
+    "hazard.raw": "a command (or the host, mapping) reads bytes another command or the host wrote, with "
+                  "nothing ordering them",
+    "hazard.war": "a command (or the host) writes bytes another command or the host read, with nothing "
+                  "ordering them",
+    "hazard.waw": "two commands (or a command and the host) write the same bytes with nothing ordering them",
 }
 
 _VERB = {"raw": "reads", "war": "writes", "waw": "writes"}
@@ -48,11 +53,14 @@ _PRIOR = {"raw": "written", "war": "read", "waw": "written"}
 
 
 class _Access:
-    __slots__ = ("op", "index", "kind", "node", "segment", "queue")
+    """A command's access (``index`` its index in the op), or a host access (``index`` None; ``op``
+    the host call it was made in, or ``"host:T"`` for host thread T)."""
 
-    def __init__(self, op, index, kind, node, segment, queue):
-        self.op, self.index, self.kind, self.node, self.segment, self.queue = \
-            op, index, kind, node, segment, queue
+    __slots__ = ("op", "index", "kind", "node", "segment", "queue", "enq")
+
+    def __init__(self, op, index, kind, node, segment, queue, enq):
+        self.op, self.index, self.kind, self.node, self.segment, self.queue, self.enq = \
+            op, index, kind, node, segment, queue, enq
 
 
 class HazardChecker:
@@ -67,22 +75,41 @@ class HazardChecker:
         op = self.model.ops.get(op_id)
         if op is None or not access:
             return
-        acc = _Access(op.id, index, kind, self.hb.node_of_op[op.id], op.segment(index), op.queue)
+        acc = _Access(op.id, index, kind, self.hb.node_of_op[op.id], op.segment(index), op.queue, op.enq)
         for buf, offset, length, mode in access:
             if length > 0:
                 self._access(acc, buf, offset, offset + length, mode)
+
+    def host_access(self, thread, op_id, buf: str, offset: int, length: int, mode: str, idx: int) -> None:
+        """A host access (``map_read``, ``map_write``, …) by host thread ``thread``, or from inside host
+        call ``op_id``'s function (then ordered as that op)."""
+        kind = "map_read" if mode == "r" else "map_write"
+        if op_id is not None:
+            op = self.model.ops.get(op_id)
+            if op is None:
+                return
+            acc = _Access(op.id, None, kind, self.hb.node_of_op[op.id], 0, op.queue, op.enq)
+        else:
+            node = self.hb.node_of_host.get(idx)
+            if node is None:
+                return
+            acc = _Access(f"host:{thread}", None, kind, node, 0, None, idx)
+        if length > 0:
+            self._access(acc, buf, offset, offset + length, mode)
 
     # -- shadow memory ----------------------------------------------------------------------------
 
     def _conflict(self, prior: _Access, cur: _Access) -> str | None:
         """None when ``prior`` is ordered before ``cur``; else the scope of the missing order."""
         if prior.op == cur.op:
-            if prior.index == cur.index or prior.segment != cur.segment:
+            # one command; commands on two sides of a barrier; a host thread's (or host call's) own
+            # accesses, in program order
+            if prior.index == cur.index or prior.segment != cur.segment or prior.index is None:
                 return None
             return "command_buffer"
         if self.hb.before(prior.node, cur.node) or self.hb.before(cur.node, prior.node):
             return None
-        return "queue"
+        return "host" if prior.index is None or cur.index is None else "queue"
 
     def _access(self, cur: _Access, buf: str, lo: int, hi: int, mode: str) -> None:
         starts, ivs = self.shadow.setdefault(buf, ([], []))
@@ -142,8 +169,7 @@ class HazardChecker:
     # -- findings ---------------------------------------------------------------------------------
 
     def _report(self, kind, prior, cur, buf, lo, hi, scope) -> None:
-        ops = self.model.ops
-        if scope == "queue" and ops[cur.op].enq < ops[prior.op].enq:
+        if scope != "command_buffer" and cur.enq < prior.enq:
             # name racing ops in program (submission) order, not in the order this run happened
             # to execute them: a consumer that ran before its producer still reads after it (RAW)
             prior, cur = cur, prior
@@ -158,13 +184,29 @@ class HazardChecker:
     def findings(self) -> list[Finding]:
         out = []
         for kind, prior, cur, buf, lo, hi, scope in self.found.values():
-            a, b = cmd_id(prior.op, prior.index), cmd_id(cur.op, cur.index)
+            a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
                 why = f"in the same command buffer with no execution barrier between them"
+            elif scope == "host":
+                why = "with no semaphore wait ordering them"
             else:
                 why = f"on queue {prior.queue} with no semaphore or barrier ordering them"
             msg = (f"{cur.kind} {b} {_VERB[kind]} buffer {buf}{span(lo, hi)} {_PRIOR[kind]} by "
                    f"{prior.kind} {a} {why} ({kind.upper()})")
+            a, b = _id(prior), _id(cur)
             out.append(Finding(f"hazard.{kind}", "error", [a, b], msg,
                                {"buffer": buf, "range": [lo, hi], "scope": scope}))
         return out
+
+
+def _id(acc: _Access) -> str:
+    """The finding's id for an access: the command's, or the host thread's / host call's."""
+    return acc.op if acc.index is None else cmd_id(acc.op, acc.index)
+
+
+def _name(acc: _Access) -> str:
+    if acc.index is not None:
+        return cmd_id(acc.op, acc.index)
+    if acc.op.startswith("host:"):
+        return f"by host thread {acc.op[5:]}"
+    return f"in host call {acc.op}"
