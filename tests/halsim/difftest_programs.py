@@ -66,4 +66,26 @@ def failure_propagates(dev):
     return outcome, buf.map_read()
 
 
-PROGRAMS = [pipeline, fan_out_fan_in, host_round_trips, failure_propagates]
+def host_side_ops(dev):
+    """Barriers, a host call, an alloca and a dealloca between device work, waits before signals:
+    ops without timed device work (traced when the device reached them) and a host call whose
+    function must run before what waits for it (it writes the buffer a copy then reads)."""
+    src, dst = dev.allocator.allocate_buffer(64), dev.allocator.allocate_buffer(64)
+    gate, a, b, c, d = (dev.create_semaphore() for _ in range(5))
+
+    def fn(args, context):
+        src.map_write(0, bytes(range(64)))
+
+    dev.queue_barrier([(gate, 1)], [(a, 1)])                     # waits for the host, below
+    dev.queue_host_call([(a, 1)], [(b, 1)], fn)
+    tmp = dev.queue_alloca([(b, 1)], [(c, 1)], 64)
+    dev.queue_copy([(c, 1)], [(c, 2)], src, 0, tmp, 0, 64)
+    dev.queue_copy([(c, 2)], [(c, 3)], tmp, 0, dst, 0, 64)
+    dev.queue_dealloca([(c, 3)], [(d, 1)], tmp)
+    dev.queue_barrier([(d, 1)], [(d, 2)])
+    gate.signal(1)
+    d.wait(2, timeout=WAIT)
+    return dst.map_read()
+
+
+PROGRAMS = [pipeline, fan_out_fan_in, host_round_trips, failure_propagates, host_side_ops]

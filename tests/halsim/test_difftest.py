@@ -60,8 +60,13 @@ def test_programs_agree_on_opencl_and_its_model(name):
     assert r["outputs"]["reference_error"] is None
     assert (r["ordering"]["violations"], r["ordering"]["inversions"]) == ([], [])
     assert r["ok"] is True
-    reads = {"pipeline": 2, "fan_out_fan_in": 1, "host_round_trips": 5, "failure_propagates": 1}[name]
+    reads = {"pipeline": 2, "fan_out_fan_in": 1, "host_round_trips": 5, "failure_propagates": 1,
+             "host_side_ops": 1}[name]
     assert r["outputs"]["reference_reads"] == reads
+    if name == "host_side_ops":
+        assert r["outputs"]["devices"][0]["equal_result"] is True
+        with hal.create_device("local-task") as ref:
+            assert program(ref) == bytes(range(64))
     if name == "failure_propagates":
         (real,) = r["traces"]["real"]
         assert [(o["op"], o["status"]) for o in real.operations()] == [("0:0", int(hal.StatusCode.DATA_LOSS))]
