@@ -150,7 +150,7 @@ class Engine:
         self._recorded: dict[str, RecordedEvents] = {}  # semaphore id → its recorded signal events
         self._unset: dict[Event, bool] = {}  # user events not set yet
         self._status: HalError | None = None
-        self._closing = False
+        self._closing: HalError | None = None  # shutting down: what work failing on the device then reports
         self._inflight = 0
         self._idle = threading.Condition(self._lock)
         self._work: queue.SimpleQueue = queue.SimpleQueue()  # the worker's wake-ups
@@ -400,8 +400,10 @@ class Engine:
         op, device = action.op, self.device
         if error is not None:
             # Work behind a failed user event (a failed wait) fails on the device: report the
-            # semaphore's failure, or the sticky status it set, rather than the API's error.
-            error = self._failed_wait(op) or (self._status.clone() if self._status is not None else error)
+            # semaphore's failure, or the sticky status it set — or, shutting down, the cancellation
+            # of the user events it stalled on — rather than the API's error.
+            error = self._failed_wait(op) or (self._status.clone() if self._status is not None else
+                                              self._closing.clone() if self._closing is not None else error)
         op.track = device.stream_track(op.queue)
         timing = self.adapter.timing(action) if error is None else None
         if timing:
@@ -494,13 +496,15 @@ class Engine:
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """IREE [H]: work in flight completes; actions still pending are cancelled."""
+        cancelled = HalError(StatusCode.CANCELLED, "queue shutting down")
         with self._lock:
             pending, self._pending = self._pending, []
+            self._closing = cancelled
         for action in pending:
-            self._fail(action, HalError(StatusCode.CANCELLED, "queue shutting down"))
+            self._fail(action, cancelled.clone())
         for event in list(self._unset):  # issued work stalled on user events nobody will set
             if self._unset.pop(event, False):
-                self.adapter.set_user_event(event.handle, HalError(StatusCode.CANCELLED, "queue shutting down"))
+                self.adapter.set_user_event(event.handle, cancelled.clone())
         with self._lock:
             self._idle.wait_for(lambda: not self._inflight, timeout)
         self._work.put(None)
