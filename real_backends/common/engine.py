@@ -51,6 +51,11 @@ HELP_S = 0.0002  # how long a waiting host thread drives completions before it s
 _yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
+class WaitFailed(HalError):
+    """Raised by an adapter that cannot enqueue work because an event it waits on already failed
+    (OpenCL: behind a failed user event, or behind work that failed through one)."""
+
+
 class Adapter:
     """What a GPU API supplies to the engine. ``stream`` is the queue index; handles are the API's."""
 
@@ -150,6 +155,7 @@ class Engine:
         self._recorded: dict[str, RecordedEvents] = {}  # semaphore id → its recorded signal events
         self._unset: dict[Event, bool] = {}  # user events not set yet
         self._status: HalError | None = None
+        self._wait_failure: HalError | None = None  # the first semaphore failure set on a user event
         self._closing: HalError | None = None  # shutting down: what work failing on the device then reports
         self._inflight = 0
         self._idle = threading.Condition(self._lock)
@@ -263,6 +269,8 @@ class Engine:
 
         def reached(error):  # a semaphore timepoint: runs on whichever thread signals or fails it
             if self._unset.pop(event, False):
+                if error is not None and self._wait_failure is None:
+                    self._wait_failure = error.clone()  # (first wins, near enough: no lock here)
                 adapter.set_user_event(event.handle, error)
         self._unset[event] = True
         tp = sem.add_timepoint(value, reached)
@@ -291,7 +299,14 @@ class Engine:
         try:
             self._issue_action(action)
         except HalError as e:
-            e = self._failed_wait(action.op) or e
+            if isinstance(e, WaitFailed):
+                # Report the semaphore failure it comes from (its own wait's, the sticky status, or
+                # the first that failed a user event: a predecessor failed through it and has not
+                # completed yet), as the model does, rather than the API's error.
+                root = self._status or self._wait_failure
+                e = self._failed_wait(action.op) or (root.clone() if root is not None else e)
+            else:
+                e = self._failed_wait(action.op) or e
             self._set_status(e)
             self._fail(action, e)
             self.issue()

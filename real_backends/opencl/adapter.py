@@ -25,7 +25,7 @@ import numpy as np
 
 from reference.hal import HalError, Range, StatusCode
 
-from ..common.engine import Adapter
+from ..common.engine import Adapter, WaitFailed
 from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
@@ -142,7 +142,7 @@ class OpenCLAdapter(Adapter):
         for w in waits:
             if w.command_execution_status < 0:
                 self._waits[stream] = []
-                raise HalError(StatusCode.ABORTED, "opencl: an event this work waits on failed")
+                raise WaitFailed(StatusCode.ABORTED, "opencl: an event this work waits on failed")
         return waits or None
 
     def stream_wait(self, stream: int, handle) -> None:
