@@ -31,8 +31,8 @@ import simpy
 from reference.hal import Device, HalError, StatusCode, WaitMode
 from reference.hal.queue_op import QueueOp, retire, run_body
 from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
+from reference.utils import gc_tuning
 
-from . import gc_tuning
 from .cost_model import CostModel
 from .faults import parse_faults
 from .deadlock import build_report

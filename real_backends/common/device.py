@@ -12,6 +12,7 @@ from reference.hal import Device, HalError, StatusCode
 from reference.hal.constants import QUEUE_AFFINITY_ANY
 from reference.hal.queue_op import QueueOp
 from reference.hal.wait import blocking_wait, evaluate
+from reference.utils import gc_tuning
 
 from .engine import Adapter, Engine
 
@@ -37,6 +38,7 @@ class EngineDevice(Device):
         self.worker_track = self.recorder.track("worker", "issue worker")
         self.adapter = adapter
         self.engine = Engine(self, adapter, pool_capacity)
+        self._gc_hold = gc_tuning.hold(self)  # released at close (or when the device is collected)
 
     def stream_track(self, queue: int) -> int:
         return self._stream_tracks[queue]
@@ -68,3 +70,4 @@ class EngineDevice(Device):
 
     def _shutdown(self) -> None:
         self.engine.shutdown()
+        self._gc_hold()

@@ -168,3 +168,17 @@ def test_nothing_in_flight_no_spin(make):
     s.wait(1, timeout=WAIT)
     t.join(WAIT)
     assert s.query() == 1
+
+
+def test_gc_thresholds_are_raised_while_an_engine_device_is_open():
+    # a collection is a pause of whichever thread allocates: up to 15 ms inside a queue call
+    import gc
+
+    before = gc.get_threshold()
+    dev = _Device(queryable=True)
+    try:
+        assert gc.get_threshold()[0] >= 100_000
+    finally:
+        dev.stand_in.release.set()
+        dev.close()
+    assert gc.get_threshold() == before

@@ -1,10 +1,13 @@
-"""Python's cyclic garbage collector, tuned while simulated devices are open.
+"""Python's cyclic garbage collector, tuned while simulated or real-backend devices are open.
 
 A simulation allocates millions of short-lived objects while it holds every pending operation alive,
 and with CPython's default thresholds (700, 10, 10) the collector re-traverses all of those pending
-operations thousands of times: in ``benchmarks/sim_throughput.py`` that was a third of the run. While
-at least one simulated device is open the thresholds are raised to at least (100000, 1000, 100); when
-the last one is closed (or garbage collected) the previous thresholds come back. Memory is still
+operations thousands of times: in ``benchmarks/sim_throughput.py`` that was a third of the run. A real
+backend (``real_backends``) holds every operation in flight and its trace the same way, and there a
+collection is a pause of the thread that happens to allocate: up to 15 ms inside a queue call, which
+made an OpenCL submission's mean cost six times its median. While at least one such device is open
+the thresholds are raised to at least (100000, 1000, 100); when the last one is closed (or garbage
+collected) the previous thresholds come back. Memory is still
 reclaimed by reference counting as usual; only cycle detection runs less often: young cycles are
 still found by the first generation's collections, but objects that survive one (mostly operations
 in flight, which live until they retire) are not traced again — that second pass cost another 8%
