@@ -160,6 +160,13 @@ class SimDevice(Device):
                     ht = threads.register(index)
         return ht.index
 
+    def known_host_thread(self) -> int | None:
+        # Registering a thread makes it take part in virtual time: only look it up.
+        if self.threads.in_sim():
+            return self._sim_thread
+        ht = self.threads.current()
+        return ht.index if ht is not None else None
+
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count
         self._thread_count += 1

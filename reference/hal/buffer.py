@@ -202,7 +202,7 @@ class Buffer:
     def _who(self) -> dict:
         """Who is accessing the bytes from the host, for the trace: a host call or a host thread."""
         op = _current_host_call()
-        return {"op": op} if op is not None else {"thread": self.device.host_thread()}
+        return {"op": op} if op is not None else {"thread": self.device.known_host_thread()}
 
     def _host_access(self, start: int, length: int, mode: str) -> None:
         self.device.recorder.host_access(self._root.id, start, length, mode, self._who())

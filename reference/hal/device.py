@@ -105,6 +105,11 @@ class Device:
             self.recorder.track("host", f"host thread {index}")
         return index
 
+    def known_host_thread(self) -> int | None:
+        """:meth:`host_thread` if the calling thread already is one of this device's, else None (without
+        making it one: the trace notes who touched a buffer's bytes, which must not enrol a thread)."""
+        return self._threads.get(threading.get_ident())
+
     def _check_open(self) -> None:
         if self._closed:
             raise HalError(StatusCode.FAILED_PRECONDITION, f"device {self.uri!r} is closed")

@@ -156,8 +156,8 @@ class Recorder:
 
     def host_read(self, buf_id: str, offset: int, data: bytes, who: dict) -> None:
         """The host read ``data`` back from a buffer (``map_read``): a digest, so traces of two devices
-        can be compared output by output without holding the bytes. ``who``: ``{"thread": n}`` or,
-        from inside a host call's function, ``{"op": id}``."""
+        can be compared output by output without holding the bytes. ``who``: ``{"thread": n}`` (None: a
+        thread that never called the device), or, from inside a host call's function, ``{"op": id}``."""
         ev = {"ev": "host_read", "t": self.clock(), "buf": buf_id, "offset": offset, "length": len(data),
               "digest": hashlib.blake2b(data, digest_size=8).hexdigest()}
         ev.update(who)
