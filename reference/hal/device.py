@@ -164,14 +164,15 @@ class Device:
         self._fail_semaphore(sem, error, f"host:{self.host_thread()}")
 
     def _signal_semaphore(self, sem: Semaphore, value: int, cause: str) -> None:
+        # Recorded once the value is set and before it wakes anyone: a waiter on another thread would
+        # otherwise record what it did (its own signals, a host wait) before this signal, and the trace
+        # would show effects before their cause (the checks read causality from its order).
         t = self.now()
-        sem.advance(value)
-        self.recorder.signal(sem, value, cause, t)
+        sem.advance(value, lambda: self.recorder.signal(sem, value, cause, t))
 
     def _fail_semaphore(self, sem: Semaphore, error: HalError, cause: str) -> None:
         t = self.now()
-        if sem.fail_with(error.clone()):
-            self.recorder.fail(sem, error, cause, t)
+        sem.fail_with(error.clone(), lambda: self.recorder.fail(sem, error, cause, t))
 
     def wait_semaphores(self, mode, timepoints, timeout: float | None = None) -> None:
         """Wait for ALL or ANY of ``[(semaphore, value), ...]``; raise the failure or DEADLINE_EXCEEDED."""

@@ -120,8 +120,10 @@ class Semaphore:
 
     # -- engine API (devices, queues, waits) ----------------------------------------------------
 
-    def advance(self, value: int) -> None:
-        """Set the value and run the timepoints it satisfies. Raises like :meth:`signal`."""
+    def advance(self, value: int, on_advanced: Callable[[], None] | None = None) -> None:
+        """Set the value and run the timepoints it satisfies. Raises like :meth:`signal`.
+        ``on_advanced()`` runs once the value is set, before any timepoint: a trace records the signal
+        there, so that nothing it wakes (on this or another thread) is recorded before it."""
         with self._lock:
             if self._failure is not None:
                 raise self._failure.clone()
@@ -132,6 +134,8 @@ class Semaphore:
                     "values must strictly increase",
                 )
             self._value = value
+            if on_advanced is not None:
+                on_advanced()
             fired = []
             heap = self._timepoints
             while heap and heap[0][0] <= value:
@@ -141,12 +145,15 @@ class Semaphore:
         for tp in fired:
             tp.callback(None)
 
-    def fail_with(self, error: HalError) -> bool:
-        """Fail with ``error`` unless already failed; run every pending timepoint. True if it took."""
+    def fail_with(self, error: HalError, on_failed: Callable[[], None] | None = None) -> bool:
+        """Fail with ``error`` unless already failed; run every pending timepoint. True if it took.
+        ``on_failed()`` runs once it took, before any timepoint (as ``advance``'s ``on_advanced``)."""
         with self._lock:
             if self._failure is not None:
                 return False
             self._failure = error
+            if on_failed is not None:
+                on_failed()
             fired = [tp for _, _, tp in self._timepoints if not tp.cancelled]
             self._timepoints = []
         for tp in fired:
