@@ -289,8 +289,9 @@ class _Gen:
                 if self.queue_op({"call": "dealloca", "buffer": name}, [(name, 0, self.size_of(name), True)]):
                     self.transients[name]["state"] = "dead"
         elif kind == "signal":
-            pending = [g for g in range(self.gate_count)
-                       if not self.gate_failed[g] and self.gate_pending[g] > self.gate_signaled[g]]
+            # never a gate chosen to fail: its waiters must fail, not run once it reached their value
+            pending = [g for g in range(self.gate_count) if not self.gate_doomed[g]
+                       and not self.gate_failed[g] and self.gate_pending[g] > self.gate_signaled[g]]
             if pending:
                 self.signal_gate(ch.choice(pending))
         elif kind == "fail":
