@@ -231,6 +231,8 @@ class SimDevice(Device):
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
         # The simulator signalling (queue ops) is the usual case: its clock is the engine's.
         t = self.env._now if self.threads._sim_ident == get_ident() else self.now()
+        # (Traced after advancing, unlike Device._signal_semaphore: here what a signal wakes is only
+        # scheduled, and runs in a later step, so nothing it does can reach the trace first.)
         fresh = sem.failure is None and value > sem.payload
         if fresh:  # recorded before advancing: timepoint callbacks read the history
             self.history.signaled(sem.id, value, t, self._actor())

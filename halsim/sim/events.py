@@ -41,16 +41,7 @@ class WaitsResolved(simpy.Event):
         if not self.waits:
             self._fire(None, self.env.now)
             return
-        history = device.history
-        for sem, value in self.waits:
-            if sem.failure is not None and history.reached_before_failure(sem, value, self.env.now) is not None:
-                self._on_change(None)  # met before the failure, which comes later in virtual time
-                continue
-            tp = sem.add_timepoint(value, self._on_change)
-            if self.done:
-                break
-            if tp is not None:
-                self._timepoints.append(tp)
+        _watch(device, self.waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
         if self.done:
@@ -81,6 +72,23 @@ class WaitsResolved(simpy.Event):
     def unmet(self) -> list:
         """The ``(semaphore, value)`` pairs not reached yet."""
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
+
+
+def _watch(device, waits, watcher) -> None:
+    """Register ``watcher._on_change`` as a timepoint of each ``(semaphore, value)`` in list order,
+    until ``watcher.done``; the pending ones go to ``watcher._timepoints``. A value the semaphore
+    reached before a failure that lies later in virtual time counts as reached: a host thread runs
+    ahead of the simulation and may have signaled, then failed it, before the simulation got here."""
+    on_change, history, now = watcher._on_change, device.history, device.env._now
+    for sem, value in waits:
+        if sem.failure is not None and history.reached_before_failure(sem, value, now) is not None:
+            on_change(None)
+            continue
+        tp = sem.add_timepoint(value, on_change)
+        if watcher.done:
+            break
+        if tp is not None:
+            watcher._timepoints.append(tp)
 
 
 class Call:
@@ -186,17 +194,7 @@ class Waits:
         self.done = False
         self._left = len(waits)
         self._timepoints = []
-        on_change = self._on_change
-        for sem, value in waits:
-            if sem.failure is not None and \
-                    device.history.reached_before_failure(sem, value, device.env.now) is not None:
-                on_change(None)  # met before the failure, which comes later in virtual time
-                continue
-            tp = sem.add_timepoint(value, on_change)
-            if self.done:
-                break
-            if tp is not None:
-                self._timepoints.append(tp)
+        _watch(device, waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
         if self.done:

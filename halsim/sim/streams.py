@@ -121,7 +121,7 @@ class StreamDevice(SimDevice):
             # The real engine issues on the calling thread when its worker is idle (Adapter.inline_issue):
             # the queue call returns after the issue. Waits not reached now are counted as events.
             events = sum(1 for sem, value in op.wait if sem.poll(value) is not True)
-            action.issue_ns = self._issue_ns(op, events, _recorded_signals(op))
+            action.issue_ns = self._issue_ns(op, events, len(_device_signals(op)))
             self.threads.charge(action.issue_ns)
         self._arriving += 1
         lane = self._arrivals.get(op.thread)
@@ -310,7 +310,7 @@ class StreamDevice(SimDevice):
         """Issue cost: launch (``commit_ns``, plus ``dispatch_commit_ns`` per dispatch: binding its
         arguments), a wait per event, and per signal an event recorded (``created`` of them new)."""
         cost = self.cost
-        ns = cost.commit_ns + cost.event_wait_ns * events + (cost.event_record_ns * _recorded_signals(op)
+        ns = cost.commit_ns + cost.event_wait_ns * events + (cost.event_record_ns * len(_device_signals(op))
                                                               + cost.event_create_ns * created)
         if cost.dispatch_commit_ns and op.commands:
             ns += cost.dispatch_commit_ns * sum(1 for cmd in op.commands if cmd.kind == "dispatch")
@@ -329,7 +329,7 @@ class StreamDevice(SimDevice):
         created = 0
         # A host call signals from the host after its function ran (in the completion callback): no
         # device-signal event a later wait could reuse and pass before then (as real_backends).
-        for sem, value in op.signal if op.kind != "host_call" else ():
+        for sem, value in _device_signals(op):
             pooled = self._acquire()
             created += not pooled
             event = NativeEvent("signal", sem.id, value, action, Done(), pooled)
@@ -340,7 +340,7 @@ class StreamDevice(SimDevice):
             ns = self._issue_ns(op, len(action.events), created)
         # The work is launched first and its signal events recorded after it (IREE: the graph launch,
         # then cuEventRecord per signal), so the stream may start it before the issue ends.
-        markers = cost.event_record_ns * _recorded_signals(op) + cost.event_create_ns * created
+        markers = cost.event_record_ns * len(_device_signals(op)) + cost.event_create_ns * created
         action.launch_at = start + max(0, ns - markers)
         # Queued on its stream at once (a busy stream needs no event for it, an idle one a wake-up):
         # the stream takes it at its launch point.
@@ -673,9 +673,9 @@ class StreamDevice(SimDevice):
             waits.cancel(error.clone())
 
 
-def _recorded_signals(op: QueueOp) -> int:
-    """Device-signal events an op's issue records: one per signal, none for a host call."""
-    return len(op.signal) if op.kind != "host_call" else 0
+def _device_signals(op: QueueOp) -> tuple:
+    """The signals an op's issue records a device-signal event for: all, but none of a host call's."""
+    return op.signal if op.kind != "host_call" else ()
 
 
 # -- trace records (Trace.emit_record) ------------------------------------------------------------------

@@ -299,12 +299,10 @@ class Engine:
         try:
             self._issue_action(action)
         except HalError as e:
+            # Refused behind a failed event: report the failure it comes from; another API error
+            # (an unsupported command, say) stands, unless the op's own wait failed.
             if isinstance(e, WaitFailed):
-                # Report the semaphore failure it comes from (its own wait's, the sticky status, or
-                # the first that failed a user event: a predecessor failed through it and has not
-                # completed yet), as the model does, rather than the API's error.
-                root = self._status or self._wait_failure
-                e = self._failed_wait(action.op) or (root.clone() if root is not None else e)
+                e = self._failure_behind(action.op, e)
             else:
                 e = self._failed_wait(action.op) or e
             self._set_status(e)
@@ -414,11 +412,7 @@ class Engine:
     def _complete(self, action: Action, error: HalError | None) -> None:
         op, device = action.op, self.device
         if error is not None:
-            # Work behind a failed user event (a failed wait) fails on the device: report the
-            # semaphore's failure, or the sticky status it set — or, shutting down, the cancellation
-            # of the user events it stalled on — rather than the API's error.
-            error = self._failed_wait(op) or (self._status.clone() if self._status is not None else
-                                              self._closing.clone() if self._closing is not None else error)
+            error = self._failure_behind(op, error)
         op.track = device.stream_track(op.queue)
         timing = self.adapter.timing(action) if error is None else None
         if timing:
@@ -466,6 +460,18 @@ class Engine:
         with self._lock:
             if self._status is None:
                 self._status = error.clone()
+
+    def _failure_behind(self, op: QueueOp, api_error: HalError) -> HalError:
+        """What an op that failed on the device, or was refused behind a failed event, reports: as the
+        model does, the semaphore failure it comes from rather than the API's error — its own failed
+        wait's, else the sticky status, else (shutting down) the cancellation of the user events it
+        stalled on, else the first failure set on a user event (a predecessor that failed through it
+        may not have completed yet)."""
+        failed = self._failed_wait(op)
+        if failed is not None:
+            return failed
+        root = self._status or self._closing or self._wait_failure
+        return root.clone() if root is not None else api_error
 
     @staticmethod
     def _failed_wait(op: QueueOp) -> HalError | None:

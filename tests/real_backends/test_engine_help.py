@@ -174,11 +174,14 @@ def test_gc_thresholds_are_raised_while_an_engine_device_is_open():
     # a collection is a pause of whichever thread allocates: up to 15 ms inside a queue call
     import gc
 
-    before = gc.get_threshold()
+    from reference.utils import gc_tuning
+
+    before, holders = gc.get_threshold(), gc_tuning._holders
     dev = _Device(queryable=True)
     try:
+        assert gc_tuning._holders == holders + 1  # this device holds them (not another one left open)
         assert gc.get_threshold()[0] >= 100_000
     finally:
         dev.stand_in.release.set()
         dev.close()
-    assert gc.get_threshold() == before
+    assert (gc_tuning._holders, gc.get_threshold()) == (holders, before)
