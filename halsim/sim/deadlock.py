@@ -22,6 +22,7 @@ ABORTED [('s0', 's1')]
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import islice
 
@@ -30,6 +31,7 @@ import networkx as nx
 from reference.hal import HalError, StatusCode
 
 MAX_CYCLES = 16
+MAX_LISTED_OPS = 40  # pending ops the message lists (the report keeps them all)
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four"}
 
 
@@ -40,14 +42,23 @@ class WaitState:
     sem: str
     value: int
     current: int
-    signalers: tuple[str, ...]  # ids of pending operations whose signal list reaches the value
+    # ids of the other pending operations whose signal list reaches the value, nearest value first
+    signalers: tuple[str, ...]
+    nearest: int = 0  # how many of them signal the smallest such value (would meet the wait first)
 
     def __str__(self) -> str:
         return f"{self.sem}>={self.value} (now {self.current})"
 
+    @property
+    def first(self) -> tuple[str, ...]:
+        """The signalers that would meet the wait first (they signal the smallest value >= it)."""
+        return self.signalers[:self.nearest]
+
     def why(self) -> str:
         if self.signalers:
-            return f"{self.sem}>={self.value} would be signaled by pending op {', '.join(self.signalers)}"
+            later = len(self.signalers) - self.nearest
+            more = f" (then {later} later op{'s' if later > 1 else ''})" if later else ""
+            return f"{self.sem}>={self.value} would be signaled by pending op {', '.join(self.first)}{more}"
         return f"no pending operation or host thread signals {self.sem} to >= {self.value}"
 
 
@@ -150,9 +161,11 @@ class DeadlockReport:
         ops = [o for o in self.ops if o.op not in blocked_ops]
         if ops:
             lines.append("pending queue operations:")
-            for o in ops:
+            for o in ops[:MAX_LISTED_OPS]:
                 lines.append(f"  {o}")
                 lines.extend(f"    {w.why()}" for w in o.waits if w.signalers)
+            if len(ops) > MAX_LISTED_OPS:
+                lines.append(f"  ... and {len(ops) - MAX_LISTED_OPS} more (all in DeadlockError.report.ops)")
         if self.cycles:
             lines.append("cycles:")
             lines.extend(f"  {c}" for c in self.cycles)
@@ -196,12 +209,17 @@ def _current(sem) -> int:
     return sem.payload
 
 
-def _wait_states(waits, signalers_of) -> tuple[WaitState, ...]:
+def _wait_states(waits, signals: dict, waiter: str | None = None) -> tuple[WaitState, ...]:
+    """The unmet waits, each with the pending ops (other than ``waiter``) that would meet it, from
+    ``signals`` (semaphore id → sorted ``(value, op key, op id)``)."""
     out = []
     for sem, value in waits:
         if sem.poll(value) is True:
             continue
-        out.append(WaitState(sem.id, value, _current(sem), signalers_of(sem.id, value)))
+        lst = signals.get(sem.id, ())
+        found = [(v, op_id) for v, _k, op_id in lst[bisect_left(lst, (value,)):] if op_id != waiter]
+        nearest = sum(1 for v, _ in found if v == found[0][0]) if found else 0
+        out.append(WaitState(sem.id, value, _current(sem), tuple(op_id for _, op_id in found), nearest))
     return tuple(out)
 
 
@@ -214,31 +232,32 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None) -
     as pending too."""
     behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
-    signals: dict[str, list[tuple[int, str]]] = {}
+    signals: dict[str, list[tuple[int, tuple, str]]] = {}
     for op in all_ops:
         for sem, value in op.signal:
-            signals.setdefault(sem.id, []).append((value, op.id))
-
-    def signalers_of(sem_id: str, value: int) -> tuple[str, ...]:
-        return tuple(op_id for v, op_id in signals.get(sem_id, ()) if v >= value)
+            signals.setdefault(sem.id, []).append((value, _op_key(op.id), op.id))
+    for lst in signals.values():
+        lst.sort()
 
     threads = tuple(
-        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signalers_of), b.deadline,
+        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals), b.deadline,
                       b.op.id if b.op is not None else None)
         for b in sorted(blocks, key=lambda b: b.thread.index))
-    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signalers_of),
+    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id),
                               tuple((s.id, v) for s, v in op.signal), behind.get(op.id)) for op in all_ops)
     return DeadlockReport(time, threads, pending, find_cycles(pending))
 
 
 def find_cycles(ops: tuple[PendingOp, ...]) -> tuple[Cycle, ...]:
-    """Cycles of the wait-for graph among pending operations (op → the op that would signal its wait,
-    and op → the op ahead of it on its in-order queue)."""
+    """Cycles of the wait-for graph among pending operations (op → the ops that would signal its wait
+    first, and op → the op ahead of it on its in-order queue). Ops that signal a later value would meet
+    the wait too, but only after the first ones on a well-ordered timeline: edges to them would add
+    cycles that explain nothing (two consecutive ops of one chain "waiting on each other")."""
     graph = nx.DiGraph()
     for o in ops:
         graph.add_node(o.op)
         for w in o.waits:
-            for signaler in w.signalers:
+            for signaler in w.first:
                 if not graph.has_edge(o.op, signaler):
                     graph.add_edge(o.op, signaler, sem=w.sem, value=w.value, queue=None)
         if o.behind is not None and not graph.has_edge(o.op, o.behind):

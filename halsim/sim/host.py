@@ -14,7 +14,9 @@ threads; nothing here sleeps in real time otherwise.
 One relaxation keeps ``Thread.join`` on a thread blocked in the device from hanging: a running thread
 that made no device call for :data:`STALL_S` of real time is *stalled*. Stalled threads let simulated
 work proceed (queue operations, sleeps), but no deadline expires and no deadlock is declared while
-one is alive, since it may still signal.
+one is alive, since it may still signal — unless it is in ``Thread.join`` on a host thread blocked in
+the device (directly or through other joiners): that one cannot signal before the call returns, so
+it counts as blocked and the joined threads' deadlock is reported.
 
 Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
 their indices do not depend on which one reaches the device first.
@@ -34,6 +36,7 @@ lag (virtual time the thread spent without blocking); a release sets the clock t
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from heapq import heappop
@@ -279,11 +282,15 @@ class HostThreads:
         ones made no device call for STALL_S (they may be in Thread.join, or computing); else ALL_BLOCKED."""
         now = time.monotonic()
         stalled = False
+        frames = None
         for ht in self._order:
             if ht.state == RUNNING and ht.thread.is_alive():
                 if now - ht.active_at < STALL_S:
                     return ACTIVE
-                stalled = True
+                if frames is None:
+                    frames = sys._current_frames()
+                if not self._joins_blocked(ht.thread, frames):
+                    stalled = True
         for t in threading.enumerate():
             if t in self._known:
                 continue
@@ -293,6 +300,23 @@ class HostThreads:
         if len(self._first_seen) > 64:
             self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
         return STALLED if stalled else ALL_BLOCKED
+
+    def _joins_blocked(self, thread: threading.Thread, frames: dict) -> bool:
+        """Whether ``thread`` is in ``Thread.join`` on a host thread blocked in a device call (or
+        joining one that is, and so on): it cannot call the device before that call returns, so it
+        counts as blocked too — a program that joins its deadlocked workers gets the deadlock
+        reported (and its deadlines expire) instead of hanging."""
+        seen = set()
+        while thread is not None and thread not in seen:
+            seen.add(thread)
+            target = _joined_thread(frames.get(thread.ident))
+            ht = self._by_ident.get(target.ident) if target is not None else None
+            if ht is None or ht.thread is not target or not target.is_alive():
+                return False  # not joining, or joining a thread the simulator does not hold
+            if ht.state == BLOCKED:
+                return True
+            thread = target
+        return False
 
     def user_code_ran(self) -> None:
         """The simulator ran host code (a host call): it may have started threads or changed state."""
@@ -390,3 +414,19 @@ class HostThreads:
             b = ht.block
             if b is not None and b.state != RELEASED:
                 self.release(b, error.clone(), max(b.start, self.env.now))
+
+
+_JOIN_CODES = (threading.Thread.join.__code__, threading.Thread._wait_for_tstate_lock.__code__)
+
+
+def _joined_thread(frame) -> threading.Thread | None:
+    """The thread a thread whose innermost Python frame is ``frame`` is joining, if it is in
+    ``Thread.join`` (its innermost frame: ``join`` or the lock wait inside it), else None."""
+    for _ in range(2):
+        if frame is None:
+            return None
+        if frame.f_code in _JOIN_CODES:
+            target = frame.f_locals.get("self")
+            return target if isinstance(target, threading.Thread) else None
+        frame = frame.f_back
+    return None

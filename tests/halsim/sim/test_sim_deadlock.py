@@ -155,3 +155,22 @@ def test_pending_operations_are_cancelled_at_close(make):
     dev.queue_barrier([(gate, 1)], [(out, 1)])
     dev.close()
     assert (out.failure.code, out.failure.message) == (S.CANCELLED, "queue shutting down")
+
+
+def test_a_chain_behind_a_missing_signal_is_no_cycle(make):
+    """Ops of one timeline chained behind a gate nobody signals: each waits for the value the op
+    before it signals first, never for its own signal, so the report shows the missing signal and
+    no cycles (it used to list each op as waiting on itself, and consecutive ops on each other)."""
+    dev = make("generic")
+    gate, s = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(gate, 1)], [(s, 1)])
+    dev.queue_barrier([(s, 1)], [(s, 2)])
+    dev.queue_barrier([(s, 2)], [(s, 3)])
+    e = raises_deadlock(s.wait, 3)
+    assert e.report.cycles == ()
+    waits = {o.op: o.waits for o in e.report.ops}
+    assert [(w.sem, w.value, w.signalers, w.first) for w in waits["0:1"]] == [("s1", 1, ("0:0", "0:2"), ("0:0",))]
+    assert [(w.signalers, w.first) for w in waits["0:2"]] == [(("0:1",), ("0:1",))]
+    assert [w.why() for w in waits["0:1"]] == ["s1>=1 would be signaled by pending op 0:0 (then 1 later op)"]
+    assert [(w.sem, w.value) for w in e.report.unsignaled] == [("s0", 1)]
+    assert "cycles:" not in str(e.report)

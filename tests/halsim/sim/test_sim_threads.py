@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from halsim.sim import host
+from halsim.sim import DeadlockError, host
 from reference import hal
 from tests.conftest import WAIT, join
 from tests.halsim.sim.conftest import costs
@@ -218,3 +218,56 @@ def test_thread_indices_follow_start_order_not_a_race(make):
     for t in threads:
         join(t)
     assert indices == {"a": 1, "b": 2, "c": 3}
+
+
+def test_workers_deadlocked_while_main_joins_them_get_the_report(make, personality):
+    """A thread in Thread.join on threads blocked in the device is blocked too: their deadlock is
+    reported (and deadlines expire) rather than held back as if the joiner might still signal.
+    Before, the main thread here was only "stalled" and the program hung."""
+    dev = make(personality)
+    a, b = dev.create_semaphore(), dev.create_semaphore()  # the main thread registers
+    errors = {}
+
+    def worker(name, mine, other):
+        try:
+            dev.queue_barrier([(other, 1)], [(mine, 1)])
+            mine.wait(1)  # no timeout: only the deadlock report can end it
+        except hal.HalError as e:
+            errors[name] = e
+
+    workers = [start(worker, "a", a, b), start(worker, "b", b, a)]
+    t0 = time.perf_counter()
+    for t in workers:
+        join(t, 5.0)
+    assert time.perf_counter() - t0 < 5.0
+    assert sorted(errors) == ["a", "b"]
+    for e in errors.values():
+        assert isinstance(e, DeadlockError) and e.code == S.ABORTED
+        assert [c.ops for c in e.report.cycles] == [("1:0", "2:0")]
+
+
+def test_a_join_on_a_joiner_of_deadlocked_threads_counts_as_blocked_too(make):
+    """main joins a registered thread that joins the deadlocked workers: the deadlock's deadline
+    (a finite timeout) expires in virtual time, at once in real time."""
+    dev = make("generic")
+    a, b = dev.create_semaphore(), dev.create_semaphore()
+    codes = []
+
+    def worker(mine, other):
+        dev.queue_barrier([(other, 1)], [(mine, 1)])
+        try:
+            mine.wait(1, 0.5)
+        except hal.HalError as e:
+            codes.append(e.code)
+
+    def supervisor():
+        dev.sleep(0)  # registers: from now on it holds time back unless blocked
+        workers = [start(worker, a, b), start(worker, b, a)]
+        for t in workers:
+            join(t, 5.0)
+
+    t0 = time.perf_counter()
+    join(start(supervisor), 5.0)
+    assert time.perf_counter() - t0 < 5.0
+    assert codes == [S.DEADLINE_EXCEEDED, S.DEADLINE_EXCEEDED]
+    assert dev.now() >= 500_000_000
