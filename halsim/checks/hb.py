@@ -156,6 +156,10 @@ class HappensBefore:
                 src = self._source(sem, value, None)
                 if src is not None and src != on:
                     sources.append(src)
+            for producer in op.after:  # waited on the producer's recorded event, on the device
+                src = self.node_of_op.get(producer)
+                if src is not None and src != on:
+                    sources.append(src)
             self._deps[on].extend(sources)
             if m.ordering == "in_order":
                 prev = last_on_queue.get(op.queue)

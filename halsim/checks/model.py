@@ -71,6 +71,7 @@ class Op:
     retained: frozenset | None = None  # ids in its retain event (None: the device retained nothing)
     ncmds: int = 0
     barriers: list | None = None  # indexes of its barrier commands (None: none; saves memory)
+    after: tuple = ()             # ops whose recorded device-signal events it waited on (issue ``after``)
 
     def segment(self, index: int) -> int:
         """Which barrier-separated part of the command buffer command ``index`` is in."""
@@ -186,6 +187,11 @@ class TraceModel:
                         tuple([(intern(s), v) for s, v in e["signal"]]), idx, fields)
                 ops[op.id] = op
                 host(op.thread).append(Enqueue(idx, op.id))
+            elif ev == "issue":
+                after = e.get("after")
+                op = ops.get(e["op"]) if after else None
+                if op is not None:
+                    op.after = tuple(after)
             elif ev == "op_done":
                 op = ops.get(e["op"])
                 if op is not None:

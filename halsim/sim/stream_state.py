@@ -33,7 +33,7 @@ class Action:
     """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
 
     __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "issue_start", "launch_at",
-                 "ready_by")
+                 "ready_by", "outcome")
 
     def __init__(self, op: QueueOp, seq: int):
         self.op = op
@@ -45,6 +45,7 @@ class Action:
         self.waits = list(op.wait)      # not yet resolved, in list order
         self.events: list[NativeEvent] = []
         self.signal_events: list[NativeEvent] = []
+        self.outcome: tuple | None = None  # (error, should_signal) once its stream ran it (CUDA callback order)
 
 
 class Blocked:

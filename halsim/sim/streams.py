@@ -22,8 +22,9 @@ is the same design against real APIs. The pieces, named as in IREE's ``deferred_
 * **Streams**: one in-order dispatch stream per queue runs issued actions in issue order, each after
   its wait events complete (``launch_ns``, then the commands with the cost model's durations).
 * **Completion**: ``host_fn_ns`` after the GPU reaches an action's events, a host callback — on the
-  queue's callback stream (CUDA, ``cuLaunchHostFunc``) or the device's event-callback thread (OpenCL,
-  ``clSetEventCallback``), one at a time — runs host calls, signals (or fails) the semaphores on the
+  device's callback stream (CUDA, ``cuLaunchHostFunc``: in issue order, as IREE enqueues each host
+  function at issue) or its event-callback thread (OpenCL, ``clSetEventCallback``: in the order the
+  device reaches them), one at a time — runs host calls, signals (or fails) the semaphores on the
   host, then releases what the action retained and its events.
 
 The engine's state objects (native events, actions, streams, the scan's lookups) are in
@@ -66,7 +67,11 @@ class StreamDevice(SimDevice):
     max_wait_events: int | None = MAX_WAIT_EVENTS
     event_name = "native_event"   # trace event name for event-pool activity
     stream_name = "stream"
-    callback_per_stream = True    # CUDA: a callback stream per queue; OpenCL: one callback thread
+    # The completion path is one per device: CUDA's callback stream, whose host functions were enqueued at
+    # issue and so run in issue order ("issue"); OpenCL's event-callback thread, called as the device
+    # reaches each action ("completion").
+    callback_order = "issue"
+    callback_track = "callback stream"
     inline_issue = False          # the submitting thread issues what its queue call made ready
 
     def __init__(self, uri: str, options: dict | None = None):
@@ -95,7 +100,8 @@ class StreamDevice(SimDevice):
         self._worker: deque[Action] = deque()
         self._worker_busy = False
         self._worker_track = self.recorder.track("worker", "issue worker")
-        shared = None if self.callback_per_stream else self.recorder.track("host", "event callbacks")
+        kind = "stream" if self.callback_order == "issue" else "host"
+        shared = self.recorder.track(kind, self.callback_track)
         # cost model device_concurrency: how many queues' operations run at once (0: each as if alone);
         # None, or [free slots, streams waiting for one (first come, first served)]
         n = self.cost.device_concurrency
@@ -103,11 +109,12 @@ class StreamDevice(SimDevice):
         self._streams = []
         for i in range(self.queue_count):
             track = self.recorder.track("stream", f"queue {i} {self.stream_name}")
-            cb = shared if shared is not None else self.recorder.track("stream", f"queue {i} callback stream")
-            self._streams.append(Stream(i, track, cb))
+            self._streams.append(Stream(i, track, shared))
         for stream in self._streams:  # the callback a stream waiting on an event registers (made once)
             stream.waited = partial(self._stream_waited, stream)
-        self._shared_callback = Stream(-1, shared, shared) if shared is not None else None
+        self._callback_path = Stream(-1, shared, shared)  # the completion path (its callback_free)
+        # CUDA: issued actions whose host callback has not been scheduled yet, in issue order
+        self._callback_fifo: deque[Action] | None = deque() if self.callback_order == "issue" else None
         self._stepper = self._steps()
         next(self._stepper)
         self._launch = {by: self.cost.launch_after(by) for by in ("issue", "device", "host")}
@@ -326,6 +333,8 @@ class StreamDevice(SimDevice):
         """Issue one action (the worker, or the submitting thread inline), then the worker's next."""
         env, op, cost = self.env, action.op, self.cost
         start = action.issue_start = env._now
+        if self._callback_fifo is not None:  # its host function goes on the callback stream now
+            self._callback_fifo.append(action)
         created = 0
         # A host call signals from the host after its function ran (in the completion callback): no
         # device-signal event a later wait could reuse and pass before then (as real_backends).
@@ -356,7 +365,7 @@ class StreamDevice(SimDevice):
         scan); the worker takes its next action."""
         action = call.arg
         self.trace.emit_record(("issue", self.env._now, action.op.id, action.issue_start, self._worker_track,
-                                len(action.events)))
+                                len(action.events), _producers(action.events)))
         all_recorded, since_scan = self._recorded, self._recorded_since_scan
         for event in action.signal_events:  # () when the op already completed and was cleaned up
             sem_id = event.sem
@@ -568,10 +577,14 @@ class StreamDevice(SimDevice):
         stream.fifo.popleft()
         if not traced and (op.kind != "host_call" or error is not None):
             self.recorder.op_done(op, error)
-        path = self._callback_path(stream.index)
-        at = max(env._now, path.callback_free) + self.cost.host_fn_ns
-        path.callback_free = at
-        call_after(env, at - env._now, self._completes, (action, error, should_signal))
+        fifo = self._callback_fifo
+        if fifo is None:
+            self._callback_after(action, error, should_signal)
+        else:  # CUDA: the callback stream runs host functions in issue order
+            action.outcome = (error, should_signal)
+            while fifo and fifo[0].outcome is not None:
+                head = fifo.popleft()
+                self._callback_after(head, *head.outcome)
         # The GPU reached the signal events: streams waiting on them go on now (as the event's own
         # simulator step at this instant would have let them, one step later).
         for event in action.signal_events:
@@ -579,8 +592,12 @@ class StreamDevice(SimDevice):
             event.done.fire(error)
         return True
 
-    def _callback_path(self, queue: int) -> Stream:
-        return self._streams[queue] if self._shared_callback is None else self._shared_callback
+    def _callback_after(self, action: Action, error: HalError | None, should_signal: bool) -> None:
+        """Schedule the action's host callback: ``host_fn_ns`` after now, or after the callback before it."""
+        env, path = self.env, self._callback_path
+        at = max(env._now, path.callback_free) + self.cost.host_fn_ns
+        path.callback_free = at
+        call_after(env, at - env._now, self._completes, (action, error, should_signal))
 
     def _completes(self, call) -> None:
         """The host callback: run a host call, signal or fail on the host, clean up, then scan the
@@ -643,7 +660,7 @@ class StreamDevice(SimDevice):
             destroyed += self._unref(event)
         action.events = action.signal_events = ()
         if destroyed and self.cost.event_destroy_ns:  # unpooled events are destroyed by the callback path
-            path = self._callback_path(op.queue)
+            path = self._callback_path
             path.callback_free = max(path.callback_free, self.env.now) + destroyed * self.cost.event_destroy_ns
 
     # -- deadlocks and shutdown -------------------------------------------------------------------
@@ -680,9 +697,25 @@ def _device_signals(op: QueueOp) -> tuple:
 
 # -- trace records (Trace.emit_record) ------------------------------------------------------------------
 
+def _producers(events) -> tuple:
+    """The ops whose recorded device-signal events an action waits on, once each in wait order: the
+    stream orders it after them even when their host-side signal never comes (a refused signal)."""
+    if not events:
+        return ()
+    out = []
+    for event in events:
+        producer = event.producer
+        if producer is not None and producer.op.id not in out:
+            out.append(producer.op.id)
+    return tuple(out)
+
+
 @expander("issue")
 def _issue_event(r, _trace=None) -> dict:
-    return {"ev": "issue", "t": r[1], "op": r[2], "start": r[3], "track": r[4], "events": r[5]}
+    out = {"ev": "issue", "t": r[1], "op": r[2], "start": r[3], "track": r[4], "events": r[5]}
+    if len(r) > 6 and r[6]:
+        out["after"] = list(r[6])
+    return out
 
 
 @expander("native_event")

@@ -117,15 +117,16 @@ class Adapter:
 class Event:
     """An engine-side native event: a device-signal event recorded for ``sem >= value``, or a user event."""
 
-    __slots__ = ("handle", "pooled", "sem", "value", "refs", "kind", "waits")
+    __slots__ = ("handle", "pooled", "sem", "value", "refs", "kind", "producer")
 
-    def __init__(self, handle, pooled, sem: str, value: int, kind: str):
+    def __init__(self, handle, pooled, sem: str, value: int, kind: str, producer: str | None = None):
         self.handle = handle
         self.pooled = pooled
         self.sem = sem
         self.value = value
         self.refs = 1
         self.kind = kind
+        self.producer = producer  # the op that records it (device-signal events)
 
 
 class Action:
@@ -328,7 +329,7 @@ class Engine:
         for sem, value in op.signal if op.kind not in HOST_COMPLETED else ():
             got = self.pool.acquire() if self.pool is not None else Pooled(None, False)
             handle = adapter.record(stream, got.handle)
-            event = Event(handle, got.pooled, sem.id, value, "signal")
+            event = Event(handle, got.pooled, sem.id, value, "signal", op.id)
             action.signal_events.append(event)
             with self._lock:
                 recorded = self._recorded.get(sem.id)
@@ -339,8 +340,14 @@ class Engine:
         if last is None:
             last = adapter.record(stream, None)
             action.native.append(("completion", last))
-        device.recorder.emit({"ev": "issue", "t": device.now(), "op": op.id, "start": action.issued_t,
-                              "track": device.worker_track, "events": len(action.events)})
+        issued = {"ev": "issue", "t": device.now(), "op": op.id, "start": action.issued_t,
+                  "track": device.worker_track, "events": len(action.events)}
+        # the ops whose recorded events it waits on: the stream orders it after them even if their
+        # host-side signal never comes (a refused signal)
+        after = list(dict.fromkeys(e.producer for e in action.events if e.producer is not None))
+        if after:
+            issued["after"] = after
+        device.recorder.emit(issued)
         action.last = last
         self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
         self._completions.put((action, last))

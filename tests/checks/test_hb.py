@@ -145,3 +145,35 @@ def test_model_reads_a_saved_trace(tmp_path):
     m = TraceModel(Trace.load(tmp_path / "t.json"))
     assert (m.ordering, list(m.ops), m.final_value("s0"), m.first_signal("s0", 1)[1]) == \
         ("unordered", ["0:0"], 1, "0:0")
+
+
+def test_a_wait_on_a_recorded_event_orders_even_when_its_signal_is_refused():
+    """sim:cuda: 0:3 waits for s>=1 on the device, on 0:1's recorded CUevent. Before 0:1's host
+    callback signals s=1, the sticky failure 0:0's device error set fails the pending 0:2 and with
+    it s, so the signal is refused and no signal orders 0:1 → 0:3. The issue event's ``after``
+    does: no hazard between their writes (the checker reported a WAW here before)."""
+    from halsim.checks import check_trace
+    from halsim.sim.driver import driver
+
+    dev = driver.create_device("cuda", queues=2, faults=[{"op": "0:0", "status": "DATA_LOSS"}])
+    try:
+        big, buf = dev.allocator.allocate_buffer(1 << 20), dev.allocator.allocate_buffer(16)
+        x, s, y, gate = (dev.create_semaphore() for _ in range(4))
+        dev.queue_fill([], [(x, 1)], big, 0, 1 << 20, 7, 1)                          # 0:0, fails
+        dev.queue_fill([], [(s, 1)], buf, 0, 16, 1, 1, queue_affinity=1 << 1)        # 0:1
+        dev.queue_barrier([(gate, 1)], [(s, 2)])                                      # 0:2 pending
+        dev.sleep(0.000006)                                                            # 0:1 issued
+        dev.queue_fill([(s, 1)], [(y, 1)], buf, 0, 16, 2, 1)                          # 0:3
+        try:
+            y.wait(1, 1.0)
+        except hal.HalError:
+            pass
+        trace = dev.trace
+        (issue,) = [e for e in trace.events("issue") if e["op"] == "0:3"]
+        assert issue["after"] == ["0:1"]
+        assert [e["cause"] for e in trace.events("fail") if e["sem"] == s.id] == ["0:2"]
+        assert not [e for e in trace.events("signal") if e["sem"] == s.id]
+        assert HappensBefore(TraceModel(trace)).op_before("0:1", "0:3") is True
+        assert [f.rule for f in check_trace(trace).findings if f.category == "hazard"] == []
+    finally:
+        dev.close()

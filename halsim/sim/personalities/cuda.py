@@ -3,8 +3,8 @@
 The stream engine (:mod:`halsim.sim.streams`) with CUDA's parts: semaphores are host-side timelines;
 queue actions whose waits are neither reached nor covered by an already-recorded ``CUevent`` stay
 *pending* on the host and are re-scanned on every signal, failure and submission, ready ones being
-issued past them; one dispatch stream and one callback stream (``cuLaunchHostFunc``, ``host_fn_ns``)
-per queue; ``CUevent``\\ s come from a pool of ``event_pool_capacity`` (default 32: IREE's
+issued past them; one dispatch stream per queue and the device's one callback stream
+(``cuLaunchHostFunc``, ``host_fn_ns``), whose host functions run in issue order; ``CUevent``\\ s come from a pool of ``event_pool_capacity`` (default 32: IREE's
 ``iree_hal_cuda_device_params_initialize``) — beyond it events are created (``event_create_ns``) and
 destroyed (``event_destroy_ns``) unpooled; an action needing more than 32 wait events fails with
 RESOURCE_EXHAUSTED; and any failure makes the queue status sticky ([H] ``deferred_work_queue.c``):
@@ -47,6 +47,5 @@ class CudaDevice(StreamDevice):
     max_wait_events = MAX_WAIT_EVENTS
     event_name = "cuda_event"
     stream_name = "dispatch stream"
-    callback_per_stream = True
     cost_defaults = {"commit_ns": 2_000, "event_record_ns": 500, "event_wait_ns": 500, "event_create_ns": 5_000,
                      "event_destroy_ns": 2_000, "host_fn_ns": 8_000}

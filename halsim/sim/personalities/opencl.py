@@ -43,7 +43,8 @@ class OpenCLDevice(StreamDevice):
     max_wait_events = None
     event_name = "cl_event"
     stream_name = "in-order queue"
-    callback_per_stream = False
+    callback_order = "completion"
+    callback_track = "event callbacks"
     inline_issue = True  # as the opencl backend: its enqueues never block
     cost_defaults = {"commit_ns": 2_000, "event_record_ns": 500, "event_wait_ns": 500, "event_create_ns": 1_000,
                      "event_destroy_ns": 500, "host_fn_ns": 8_000}
