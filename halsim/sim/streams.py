@@ -114,7 +114,9 @@ class StreamDevice(SimDevice):
             stream.waited = partial(self._stream_waited, stream)
         self._callback_path = Stream(-1, shared, shared)  # the completion path (its callback_free)
         # CUDA: issued actions whose host callback has not been scheduled yet, in issue order
-        self._callback_fifo: deque[Action] | None = deque() if self.callback_order == "issue" else None
+        # (one queue: its stream already completes them in issue order)
+        self._callback_fifo: deque[Action] | None = \
+            deque() if self.callback_order == "issue" and self.queue_count > 1 else None
         self._stepper = self._steps()
         next(self._stepper)
         self._launch = {by: self.cost.launch_after(by) for by in ("issue", "device", "host")}
@@ -364,8 +366,14 @@ class StreamDevice(SimDevice):
         """The issue ended: its signal events are recorded (seen by the next scan: recording does not
         scan); the worker takes its next action."""
         action = call.arg
+        events = action.events
+        if len(events) == 1:  # (_producers, inlined: the usual case)
+            producer = events[0].producer
+            after = (producer.op.id,) if producer is not None else ()
+        else:
+            after = _producers(events)
         self.trace.emit_record(("issue", self.env._now, action.op.id, action.issue_start, self._worker_track,
-                                len(action.events), _producers(action.events)))
+                                len(events), after))
         all_recorded, since_scan = self._recorded, self._recorded_since_scan
         for event in action.signal_events:  # () when the op already completed and was cleaned up
             sem_id = event.sem
@@ -577,14 +585,19 @@ class StreamDevice(SimDevice):
         stream.fifo.popleft()
         if not traced and (op.kind != "host_call" or error is not None):
             self.recorder.op_done(op, error)
-        fifo = self._callback_fifo
-        if fifo is None:
-            self._callback_after(action, error, should_signal)
-        else:  # CUDA: the callback stream runs host functions in issue order
+        fifo = self._callback_fifo  # CUDA: the callback stream runs host functions in issue order
+        if fifo is not None and fifo[0] is not action:  # behind one issued earlier, not ended yet
             action.outcome = (error, should_signal)
-            while fifo and fifo[0].outcome is not None:
-                head = fifo.popleft()
-                self._callback_after(head, *head.outcome)
+        else:
+            path = self._callback_path  # (_callback_after, inlined: the usual case)
+            at = max(env._now, path.callback_free) + self.cost.host_fn_ns
+            path.callback_free = at
+            call_after(env, at - env._now, self._completes, (action, error, should_signal))
+            if fifo is not None:
+                fifo.popleft()
+                while fifo and fifo[0].outcome is not None:
+                    head = fifo.popleft()
+                    self._callback_after(head, *head.outcome)
         # The GPU reached the signal events: streams waiting on them go on now (as the event's own
         # simulator step at this instant would have let them, one step later).
         for event in action.signal_events:
@@ -700,14 +713,7 @@ def _device_signals(op: QueueOp) -> tuple:
 def _producers(events) -> tuple:
     """The ops whose recorded device-signal events an action waits on, once each in wait order: the
     stream orders it after them even when their host-side signal never comes (a refused signal)."""
-    if not events:
-        return ()
-    out = []
-    for event in events:
-        producer = event.producer
-        if producer is not None and producer.op.id not in out:
-            out.append(producer.op.id)
-    return tuple(out)
+    return tuple(dict.fromkeys([e.producer.op.id for e in events if e.producer is not None]))
 
 
 @expander("issue")
