@@ -42,6 +42,7 @@ comparison, so rules never need all pairs (FastTrack's epoch trick).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 
 from .model import TraceModel
 
@@ -138,6 +139,12 @@ class HappensBefore:
                     self._deps[on].append(n)
                     if m.ordering == "inline" and k + 1 < len(nodes):
                         self._deps[nodes[k + 1]].append(on)
+                elif ev.kind == "join":  # Thread.join: after everything the joined thread did
+                    joined = m.host.get(ev.value)
+                    if joined:
+                        k_last = bisect_left([e.idx for e in joined], ev.idx) - 1
+                        if k_last >= 0:
+                            self._deps[n].append(self.host_nodes[ev.value][k_last])
                 elif ev.kind == "wait" and ev.status == 0:
                     for sem, value in ev.wait:
                         src = self._source(sem, value, ev.idx)
@@ -149,9 +156,10 @@ class HappensBefore:
         # its function runs on the host while the queue goes on: what follows it on the queue comes
         # after what it waited for, not after it.
         held: dict[int, list[int]] = {}   # queue → wait sources of the host calls since its last op
+        sources_of: dict[str, list[int]] = {}
         for op in m.ops.values():
             on = self.node_of_op[op.id]
-            sources = []
+            sources = sources_of[op.id] = []
             for sem, value in op.wait:
                 src = self._source(sem, value, None)
                 if src is not None and src != on:
@@ -161,12 +169,14 @@ class HappensBefore:
                 if src is not None and src != on:
                     sources.append(src)
             self._deps[on].extend(sources)
-            if m.ordering == "in_order":
+        if m.ordering == "in_order":
+            for op in m.queue_order():  # (not trace order: see TraceModel.queue_order)
+                on = self.node_of_op[op.id]
                 prev = last_on_queue.get(op.queue)
                 if prev is not None:
                     self._deps[on].append(prev)
                 if op.kind == "host_call":
-                    held.setdefault(op.queue, []).extend(sources)
+                    held.setdefault(op.queue, []).extend(sources_of[op.id])
                 else:
                     self._deps[on].extend(held.pop(op.queue, ()))
                     last_on_queue[op.queue] = on

@@ -26,6 +26,8 @@ from bisect import bisect_left
 from sys import intern
 from dataclasses import dataclass
 
+from ..trace_tools.model import queue_order
+
 # Metal command queues and OpenCL in-order queues run submissions in enqueue order (a wait blocks
 # the queue). CUDA's HAL queue does not: pending queue actions are issued to the stream when their
 # waits resolve, so a later action without waits overtakes an earlier one (sim:cuda does this).
@@ -72,6 +74,7 @@ class Op:
     ncmds: int = 0
     barriers: list | None = None  # indexes of its barrier commands (None: none; saves memory)
     after: tuple = ()             # ops whose recorded device-signal events it waited on (issue ``after``)
+    t: int = 0                    # its op event's time (enqueue)
 
     def segment(self, index: int) -> int:
         """Which barrier-separated part of the command buffer command ``index`` is in."""
@@ -91,7 +94,7 @@ class Op:
 class HostEvent:
     """One host-thread call that matters for ordering, in program order."""
 
-    kind: str          # enqueue | signal | fail | wait | access
+    kind: str          # enqueue | signal | fail | wait | access | join (value: the joined thread)
     idx: int           # stream position
     op: str | None = None
     sem: str | None = None
@@ -137,6 +140,8 @@ class TraceModel:
         self.ncmds = 0
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
+        self._issued: list[str] = []           # op ids in issue-event order
+        self._committed: dict[str, int] = {}   # op id -> commit time of its Metal work command buffer
         self._read()
         for op in self.ops.values():
             if op.barriers:
@@ -147,6 +152,12 @@ class TraceModel:
         # stream position of the first event that reports a deadlock (None: the run did not deadlock);
         # what happens after it is the device being closed under stuck work
         self.deadlock_at: int | None = min(marks, default=None)
+
+    def queue_order(self) -> list[Op]:
+        """The ops in the order the device queued them (in-order queues; see
+        :func:`halsim.trace_tools.model.queue_order`: not always trace order)."""
+        order = queue_order({o.id: o.t for o in self.ops.values()}, self._issued, self._committed)
+        return [self.ops[o] for o in order]
 
     def _host(self, thread: int) -> list:
         return self.host.setdefault(thread, [])
@@ -184,14 +195,18 @@ class TraceModel:
                 # tuples of interned names: a million ops must not hold a million copies of "s0"
                 op = Op(e["op"], intern(e["kind"]), e["thread"], e.get("queue", 0),
                         tuple([(intern(s), v) for s, v in e["wait"]]),
-                        tuple([(intern(s), v) for s, v in e["signal"]]), idx, fields)
+                        tuple([(intern(s), v) for s, v in e["signal"]]), idx, fields, t=e.get("t", 0))
                 ops[op.id] = op
                 host(op.thread).append(Enqueue(idx, op.id))
             elif ev == "issue":
+                self._issued.append(e["op"])
                 after = e.get("after")
                 op = ops.get(e["op"]) if after else None
                 if op is not None:
                     op.after = tuple(after)
+            elif ev == "metal_cb":
+                if e.get("step") == "work":
+                    self._committed[e["op"]] = e.get("commit", e.get("t", 0))
             elif ev == "op_done":
                 op = ops.get(e["op"])
                 if op is not None:
@@ -208,6 +223,8 @@ class TraceModel:
                 self.fails.setdefault(e["sem"], (e.get("status"), e.get("message", ""), cause, idx))
                 if cause.startswith("host:"):
                     host(int(cause[5:])).append(HostEvent("fail", idx, sem=e["sem"]))
+            elif ev == "host_join":
+                host(e["thread"]).append(HostEvent("join", idx, value=e["joined"]))
             elif ev == "host_wait":
                 host(e["thread"]).append(HostEvent(
                     "wait", idx, wait=[(s, v) for s, v in e["wait"]], mode=e.get("mode", "all"),

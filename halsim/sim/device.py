@@ -158,6 +158,7 @@ class SimDevice(Device):
                 if ht is None:
                     index = self._new_thread_index(None)
                     ht = threads.register(index)
+                    self._thread_registered(ht.thread, index)
         return ht.index
 
     def known_host_thread(self) -> int | None:
@@ -166,6 +167,10 @@ class SimDevice(Device):
             return self._sim_thread
         ht = self.threads.current()
         return ht.index if ht is not None else None
+
+    def _host_joined(self, thread) -> None:
+        with self._lock:  # (traced at the joiner's clock, among the device calls)
+            super()._host_joined(thread)
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count

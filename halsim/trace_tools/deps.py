@@ -89,7 +89,8 @@ def signal_wait_edges(trace) -> list[Edge]:
 
 
 def queue_edges(trace) -> list[Edge]:
-    """Consecutive operations of each queue, on in-order devices only (empty elsewhere). A host call
+    """Consecutive operations of each queue, in the order the device queued them
+    (:meth:`TraceIndex.queue_order`), on in-order devices only (empty elsewhere). A host call
     comes after the operation before it but orders nothing after it: its function runs on the host
     while the queue goes on."""
     ix = TraceIndex.of(trace)
@@ -97,7 +98,7 @@ def queue_edges(trace) -> list[Edge]:
         return []
     last: dict = {}
     edges = []
-    for op in ix.ops:
+    for op in ix.queue_order():
         q = op.get("queue")
         prev = last.get(q)
         if prev is not None:

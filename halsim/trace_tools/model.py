@@ -26,6 +26,20 @@ from reference.trace import Trace, TraceFormatError
 IN_ORDER_PERSONALITIES = frozenset({"metal", "cuda", "opencl"})
 
 
+def queue_order(ops: dict, issued: list, committed: dict) -> list:
+    """The order an in-order device put operations on its queues: ``ops`` maps every op id to its
+    ``op`` event's time, in trace order; ``issued``: op ids in the order of their ``issue`` events
+    (stream devices: the worker put them on their streams in that order); ``committed``: op id → the
+    commit time of its Metal work command buffer (``metal_cb``). Trace order alone is not it: a
+    simulated host thread's clock runs ahead of the others', so its queue calls reach the device
+    later than they reach the trace. Issue order where the trace has it (ops never issued never
+    reached a queue and are left out), else commit times, else enqueue times, ties in trace order."""
+    if issued:
+        return [o for o in issued if o in ops]
+    keyed = sorted(((committed.get(o, t), i, o) for i, (o, t) in enumerate(ops.items())))
+    return [o for _t, _i, o in keyed]
+
+
 def personality(header: dict) -> str:
     """The device personality: the header's ``personality`` field, else the device URI's scheme
     (``sim:metal?x=1`` → ``metal``, ``opencl`` → ``opencl``)."""
@@ -78,6 +92,8 @@ class TraceIndex:
         self.cmd_count = 0  # ``cmd`` events only (cmds also holds encoder spans)
         self.t_min: int | None = None
         self.t_max: int | None = None
+        self.issued: list[str] = []  # op ids in the order of their issue events
+        self.committed: dict[str, int] = {}  # op id → commit time of its Metal work command buffer
 
     @classmethod
     def of(cls, trace) -> "TraceIndex":
@@ -137,6 +153,11 @@ class TraceIndex:
                     done = dict(e)
                     done.pop("ev")
                     ops[pos].update(done, end=done.pop("t"))
+            elif ev == "issue":
+                self.issued.append(e["op"])
+            elif ev == "metal_cb":
+                if e.get("step") == "work":
+                    self.committed[e["op"]] = e.get("commit", t)
             elif ev == "host_read":
                 self.host_reads.append((e["buf"], e["offset"], e["length"], e["digest"]))
             elif ev == "signal":
@@ -163,6 +184,11 @@ class TraceIndex:
         self.t_min, self.t_max = t_min, t_max
 
     # -- derived views -----------------------------------------------------------------------------
+
+    def queue_order(self) -> list[dict]:
+        """The ops in the order the device queued them (:func:`queue_order`)."""
+        order = queue_order({op["op"]: op.get("t", 0) for op in self.ops}, self.issued, self.committed)
+        return [self.ops[self.op_pos[o]] for o in order]
 
     def host_track(self, thread: int) -> int:
         """The track of host thread ``thread``, declaring one when the trace has none."""

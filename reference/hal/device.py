@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 
+from . import host_join
 from .allocator import Allocator
 from .buffer import Buffer, BufferRef, as_ref
 from .command_buffer import _INLINE, CommandBuffer, check_dispatch
@@ -55,7 +56,9 @@ class Device:
         self.uri = uri
         self.options = dict(options or {})
         self._counters: dict[str, itertools.count] = {}
-        self._threads: dict[int, int] = {}
+        self._threads: dict[int, tuple] = {}  # thread ident → (thread, index): idents are reused
+        self._thread_index: dict = weakref.WeakKeyDictionary()   # thread → index (host_join)
+        self._pending_joins: dict = weakref.WeakKeyDictionary()  # thread → indexes it joined before its first call
         self._op_seq: dict[int, itertools.count] = {}
         self._thread_lock = threading.Lock()
         self._queue_of: dict[int, int] = {}  # queue_affinity → queue index, for masks already checked
@@ -63,6 +66,7 @@ class Device:
         self.trace = Trace({"device": uri, "clock": self.clock_kind, "options": _jsonable(self.options)})
         self.recorder = Recorder(self.trace, self.now)
         self.allocator = Allocator(self)
+        host_join.watch(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri!r}>"
@@ -96,19 +100,44 @@ class Device:
 
     def host_thread(self) -> int:
         """Index of the calling host thread: 0 for the first thread that used this device, then 1, …"""
-        ident = threading.get_ident()
-        index = self._threads.get(ident)
-        if index is None:
-            with self._thread_lock:
-                index = self._threads.setdefault(ident, len(self._threads))
-                self._op_seq.setdefault(index, itertools.count())
-            self.recorder.track("host", f"host thread {index}")
+        entry = self._threads.get(threading.get_ident())
+        if entry is not None and entry[0] is threading.current_thread():
+            return entry[1]
+        thread = threading.current_thread()
+        with self._thread_lock:
+            index = len(self._op_seq)
+            self._threads[threading.get_ident()] = (thread, index)
+            self._op_seq[index] = itertools.count()
+        self.recorder.track("host", f"host thread {index}")
+        self._thread_registered(thread, index)
         return index
 
     def known_host_thread(self) -> int | None:
         """:meth:`host_thread` if the calling thread already is one of this device's, else None (without
         making it one: the trace notes who touched a buffer's bytes, which must not enrol a thread)."""
-        return self._threads.get(threading.get_ident())
+        entry = self._threads.get(threading.get_ident())
+        return entry[1] if entry is not None and entry[0] is threading.current_thread() else None
+
+    # -- Thread.join (reference.hal.host_join) --------------------------------------------------------
+
+    def _thread_registered(self, thread: threading.Thread, index: int) -> None:
+        """``thread`` became host thread ``index``: trace the joins it made before its first call."""
+        self._thread_index[thread] = index
+        for joined in self._pending_joins.pop(thread, ()):
+            self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": index, "joined": joined})
+
+    def _host_joined(self, thread: threading.Thread) -> None:
+        """The calling thread's ``thread.join()`` returned with ``thread`` ended: what ``thread`` did
+        happens before what the caller does next (``host_join``; the checks' happens-before)."""
+        joined = self._thread_index.get(thread)
+        if joined is None or self._closed:
+            return
+        me = threading.current_thread()
+        index = self._thread_index.get(me)
+        if index is None:
+            self._pending_joins.setdefault(me, []).append(joined)
+        else:
+            self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": index, "joined": joined})
 
     def _check_open(self) -> None:
         if self._closed:
@@ -353,6 +382,7 @@ class Device:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            host_join.unwatch(self)
             self._shutdown()
 
     def _shutdown(self) -> None:

@@ -34,7 +34,8 @@ def test_json_output(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [(f["rule"], f["category"], f["severity"], f["ops"], f["semaphores"]) for f in doc["findings"]] == [
         ("deadlock.cycle", "deadlock", "error", ["0:0", "0:1"], ["s0", "s1"])]
-    assert doc["stats"] == {"device": "sim", "ordering": "unordered", "ops": 2, "commands": 0, "lanes": 3}
+    # lanes: host thread 0, two op chains, and the thread that joined the schedule and closed the device
+    assert doc["stats"] == {"device": "sim", "ordering": "unordered", "ops": 2, "commands": 0, "lanes": 4}
     assert doc["notes"][0].startswith("host[2] (wait) on main thread raised ABORTED: deadlock")
 
 

@@ -177,3 +177,78 @@ def test_a_wait_on_a_recorded_event_orders_even_when_its_signal_is_refused():
         assert [f.rule for f in check_trace(trace).findings if f.category == "hazard"] == []
     finally:
         dev.close()
+
+
+def _fill_in_threads(dev, join: bool) -> list:
+    """Two workers each fill a buffer and wait for it; the main thread then reads both back, after
+    joining them (``join``) or after an Event each worker sets (which no trace event records)."""
+    bufs = [dev.allocator.allocate_buffer(16) for _ in range(2)]
+    sems = [dev.create_semaphore() for _ in range(2)]
+    done = [threading.Event() for _ in range(2)]
+
+    def worker(k):
+        dev.queue_fill([], [(sems[k], 1)], bufs[k], 0, 16, k + 1, 1)
+        sems[k].wait(1, 10)
+        done[k].set()
+
+    workers = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in workers:
+        t.start()
+    for t, d in zip(workers, done):
+        if join:
+            t.join(10)
+        else:
+            assert d.wait(10)
+    out = [b.map_read() for b in bufs]
+    for t in workers:
+        t.join(10)
+    return out
+
+
+def test_thread_join_orders_the_joined_thread_before_the_joiner():
+    from halsim.checks import check_trace
+
+    for uri in ("local-task", "sim", "sim:metal"):
+        for join in (True, False):
+            with hal.create_device(uri) as dev:
+                dev.create_semaphore()  # the main thread is host thread 0
+                assert _fill_in_threads(dev, join) == [b"\x01" * 16, b"\x02" * 16]
+                trace = dev.trace
+            joins = [(e["thread"], e["joined"]) for e in trace.events("host_join")]
+            hazards = sorted((f.rule, f.ops[0]) for f in check_trace(trace).findings)
+            if join:
+                assert joins[:2] == [(0, 1), (0, 2)], uri
+                assert hazards == [], uri
+            else:  # an Event is invisible to the trace: the reads race with the fills, as far as it shows
+                assert joins[:2] == [(0, 1), (0, 2)], uri  # (the final joins, after the reads)
+                assert hazards == [("hazard.raw", "1:0.0"), ("hazard.raw", "2:0.0")], uri
+
+
+def test_an_in_order_queue_runs_a_sim_thread_calls_in_clock_order_not_trace_order():
+    """sim:metal: the main thread's clock runs ahead (costly calls), so a worker's barrier traced after
+    main's two reaches queue 0 first. Queue order follows the device (commit times), not the trace:
+    in trace order, queue edges 0:0 → 0:1 → 1:0 and 1:0's signal meeting 0:0's wait made a cycle,
+    broken so that 0:1 (s=2) came before 0:0 (s=1): a false non-monotonic signal."""
+    from halsim.checks import check_trace
+    from halsim.sim.driver import driver
+
+    dev = driver.create_device("metal", cost_model={"host_api_ns": 10_000})
+    try:
+        s, t, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+        for _ in range(5):
+            s.query()                                       # main's clock ~80 µs, the simulation at 0
+        dev.queue_barrier([(t, 1)], [(s, 1)])               # 0:0
+        dev.queue_barrier([(s, 1)], [(s, 2), (done, 1)])    # 0:1
+        worker = threading.Thread(target=lambda: dev.queue_barrier([], [(t, 1)]))  # 1:0, at ~10 µs
+        worker.start()
+        worker.join(10)
+        done.wait(1, 10)
+        trace = dev.trace
+        assert [e["op"] for e in trace.events("op")] == ["0:0", "0:1", "1:0"]
+        assert [e["op"] for e in trace.events("metal_cb") if e["step"] == "work"] == ["1:0", "0:0", "0:1"]
+        hb = HappensBefore(TraceModel(trace))
+        assert [hb.op_before(a, b) for a, b in [("1:0", "0:0"), ("0:0", "0:1"), ("0:1", "0:0")]] == \
+            [True, True, False]
+        assert check_trace(trace).findings == []
+    finally:
+        dev.close()

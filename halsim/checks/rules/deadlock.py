@@ -116,7 +116,8 @@ def check(model, hb) -> list[Finding]:
     ahead: dict[str, tuple[str, int]] = {}   # op -> the stuck op before it on its in-order queue
     if model.ordering == "in_order":
         last: dict[int, str] = {}
-        for op in sorted(stuck, key=lambda o: o.enq):
+        stuck_ids = {op.id for op in stuck}
+        for op in (o for o in model.queue_order() if o.id in stuck_ids):
             if op.queue in last:
                 ahead[op.id] = (last[op.queue], op.queue)
             last[op.queue] = op.id
