@@ -344,9 +344,11 @@ class Engine:
                   "track": device.worker_track, "events": len(action.events)}
         # the ops whose recorded events it waits on: the stream orders it after them even if their
         # host-side signal never comes (a refused signal)
-        after = list(dict.fromkeys(e.producer for e in action.events if e.producer is not None))
-        if after:
-            issued["after"] = after
+        events = action.events
+        if events:
+            after = list(dict.fromkeys([e.producer for e in events if e.producer is not None]))
+            if after:
+                issued["after"] = after
         device.recorder.emit(issued)
         action.last = last
         self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
