@@ -302,14 +302,15 @@ class HostThreads:
         return STALLED if stalled else ALL_BLOCKED
 
     def _joins_blocked(self, thread: threading.Thread, frames: dict) -> bool:
-        """Whether ``thread`` is in ``Thread.join`` on a host thread blocked in a device call (or
-        joining one that is, and so on): it cannot call the device before that call returns, so it
-        counts as blocked too — a program that joins its deadlocked workers gets the deadlock
-        reported (and its deadlines expire) instead of hanging."""
+        """Whether ``thread`` waits for a host thread blocked in a device call — in ``Thread.join``
+        on it, or in ``Future.result``/``exception`` on a ``ThreadPoolExecutor`` work item it runs — or for one
+        that waits so, and so on: it cannot call the device before that call returns, so it counts
+        as blocked too — a program that joins its deadlocked workers gets the deadlock reported
+        (and its deadlines expire) instead of hanging."""
         seen = set()
         while thread is not None and thread not in seen:
             seen.add(thread)
-            target = _joined_thread(frames.get(thread.ident))
+            target = _awaited_thread(frames.get(thread.ident), frames, self._order)
             ht = self._by_ident.get(target.ident) if target is not None else None
             if ht is None or ht.thread is not target or not target.is_alive():
                 return False  # not joining, or joining a thread the simulator does not hold
@@ -419,14 +420,38 @@ class HostThreads:
 _JOIN_CODES = (threading.Thread.join.__code__, threading.Thread._wait_for_tstate_lock.__code__)
 
 
-def _joined_thread(frame) -> threading.Thread | None:
-    """The thread a thread whose innermost Python frame is ``frame`` is joining, if it is in
-    ``Thread.join`` (its innermost frame: ``join`` or the lock wait inside it), else None."""
+def _awaited_thread(frame, frames: dict, host_threads) -> threading.Thread | None:
+    """The thread that a thread whose innermost Python frame is ``frame`` waits for: the one it is
+    joining (``Thread.join``: innermost ``join`` or the lock wait in it), or the host thread running
+    the work item of the future whose ``result()`` or ``exception()`` it waits in
+    (``Condition.wait`` in them); else None."""
+    futures = sys.modules.get("concurrent.futures._base")
     for _ in range(2):
         if frame is None:
             return None
-        if frame.f_code in _JOIN_CODES:
+        code = frame.f_code
+        if code in _JOIN_CODES:
             target = frame.f_locals.get("self")
             return target if isinstance(target, threading.Thread) else None
+        if futures is not None and (code is futures.Future.result.__code__ or
+                                    code is futures.Future.exception.__code__):
+            return _running(frame.f_locals.get("self"), frames, host_threads)
         frame = frame.f_back
+    return None
+
+
+def _running(future, frames: dict, host_threads) -> threading.Thread | None:
+    """The host thread whose stack runs ``future``'s ``ThreadPoolExecutor`` work item, if any."""
+    pool = sys.modules.get("concurrent.futures.thread")
+    if pool is None or future is None:
+        return None
+    run = pool._WorkItem.run.__code__
+    for ht in host_threads:
+        frame = frames.get(ht.thread.ident)
+        while frame is not None:
+            if frame.f_code is run:
+                if getattr(frame.f_locals.get("self"), "future", None) is future:
+                    return ht.thread
+                break
+            frame = frame.f_back
     return None

@@ -271,3 +271,33 @@ def test_a_join_on_a_joiner_of_deadlocked_threads_counts_as_blocked_too(make):
     assert time.perf_counter() - t0 < 5.0
     assert codes == [S.DEADLINE_EXCEEDED, S.DEADLINE_EXCEEDED]
     assert dev.now() >= 500_000_000
+
+
+@pytest.mark.parametrize("how", ["result", "exception"])
+def test_a_future_waited_on_a_deadlocked_pool_worker_counts_as_blocked(make, how):
+    """Future.result/exception on a ThreadPoolExecutor work item whose thread is blocked in the device
+    is recognised as Thread.join is: the workers' deadlock is reported instead of the program hanging."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def outcome(future):
+        if how == "exception":
+            return future.exception(timeout=5.0)
+        try:
+            future.result(timeout=5.0)
+        except hal.HalError as e:
+            return e
+
+    dev = make("generic")
+    a, b = dev.create_semaphore(), dev.create_semaphore()  # the main thread registers
+
+    def worker(mine, other):
+        dev.queue_barrier([(other, 1)], [(mine, 1)])
+        mine.wait(1)  # no timeout: only the deadlock report can end it
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(worker, a, b), pool.submit(worker, b, a)]
+        errors = [outcome(f) for f in futures]
+    assert time.perf_counter() - t0 < 5.0
+    assert [type(e) for e in errors] == [DeadlockError, DeadlockError]
+    assert [e.code for e in errors] == [S.ABORTED, S.ABORTED]
