@@ -168,9 +168,9 @@ class SimDevice(Device):
         ht = self.threads.current()
         return ht.index if ht is not None else None
 
-    def _host_joined(self, thread) -> None:
-        with self._lock:  # (traced at the joiner's clock, among the device calls)
-            super()._host_joined(thread)
+    def _trace_join(self, thread: int, joined: int) -> None:
+        with self._lock:  # (at the joiner's clock, among the device calls)
+            super()._trace_join(thread, joined)
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count

@@ -124,7 +124,7 @@ class Device:
         """``thread`` became host thread ``index``: trace the joins it made before its first call."""
         self._thread_index[thread] = index
         for joined in self._pending_joins.pop(thread, ()):
-            self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": index, "joined": joined})
+            self._trace_join(index, joined)
 
     def _host_joined(self, thread: threading.Thread) -> None:
         """The calling thread's ``thread.join()`` returned with ``thread`` ended: what ``thread`` did
@@ -137,7 +137,10 @@ class Device:
         if index is None:
             self._pending_joins.setdefault(me, []).append(joined)
         else:
-            self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": index, "joined": joined})
+            self._trace_join(index, joined)
+
+    def _trace_join(self, thread: int, joined: int) -> None:
+        self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined})
 
     def _check_open(self) -> None:
         if self._closed:
