@@ -23,9 +23,13 @@ runs on real threads and a real API behind an :class:`Adapter`:
   :meth:`~Adapter.query` an event without blocking): for up to ``HELP_S`` it completes the oldest
   issued action itself as soon as its event is reached, instead of sleeping until the completion
   thread has done so and woken it — two thread wake-ups less on a host round trip (the completion
-  thread then polls slowly). Completions stay one at a time and in issue order; host calls are
-  left to the completion thread (user code does not run on the waiting thread); with nothing
-  issued or on its way (a wait for another host thread's signal) it sleeps at once.
+  thread then polls slowly). Completions stay one at a time; host calls are left to the completion
+  thread (user code does not run on the waiting thread); with nothing issued or on its way (a wait
+  for another host thread's signal) it sleeps at once;
+* completions follow issue order where waits are recorded events of earlier actions (``pending``),
+  and what the device reached where an earlier action can wait on a later one's user event
+  (:meth:`Engine._sweep`); either way an action completes after the earlier actions of its queue and
+  its producers.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from .pool import EventPool, Pooled
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
 HOST_COMPLETED = ("host_call", "dealloca")  # ops whose work runs on the host, in the completion
 HELP_S = 0.0002  # how long a waiting host thread drives completions before it sleeps on the semaphores
+SWEEP_SPIN_S = 0.0002  # user-event devices' completion thread: bare yields between looks, after work
+SWEEP_POLL_S = (0.00005, 0.0002)  # then the waits between looks, doubling
 # Lets other threads take the interpreter lock between looks: time.sleep(0) sleeps ~70 us on Linux
 # (the kernel's timer slack), sched_yield does not.
 _yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
@@ -119,14 +125,14 @@ class Event:
 
     __slots__ = ("handle", "pooled", "sem", "value", "refs", "kind", "producer")
 
-    def __init__(self, handle, pooled, sem: str, value: int, kind: str, producer: str | None = None):
+    def __init__(self, handle, pooled, sem: str, value: int, kind: str, producer=None):
         self.handle = handle
         self.pooled = pooled
         self.sem = sem
         self.value = value
         self.refs = 1
         self.kind = kind
-        self.producer = producer  # the op that records it (device-signal events)
+        self.producer = producer  # the Action that records it (device-signal events)
 
 
 class Action:
@@ -165,6 +171,7 @@ class Engine:
         self._issuing = threading.Lock()      # one issuer at a time: the worker or an inline caller
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._issued: deque[Action] = deque()  # issued and not completed yet, in issue order
+        self._queue_issued: dict[int, deque] = {}  # the same, per queue
         self._completing = threading.Lock()    # one completion at a time
         self._helpers = 0                      # host threads helping (Engine.help)
         self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
@@ -329,7 +336,7 @@ class Engine:
         for sem, value in op.signal if op.kind not in HOST_COMPLETED else ():
             got = self.pool.acquire() if self.pool is not None else Pooled(None, False)
             handle = adapter.record(stream, got.handle)
-            event = Event(handle, got.pooled, sem.id, value, "signal", op.id)
+            event = Event(handle, got.pooled, sem.id, value, "signal", action)
             action.signal_events.append(event)
             with self._lock:
                 recorded = self._recorded.get(sem.id)
@@ -346,17 +353,24 @@ class Engine:
         # host-side signal never comes (a refused signal)
         events = action.events
         if events:
-            after = list(dict.fromkeys([e.producer for e in events if e.producer is not None]))
+            after = list(dict.fromkeys([e.producer.op.id for e in events if e.producer is not None]))
             if after:
                 issued["after"] = after
         device.recorder.emit(issued)
         action.last = last
         self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
+        on_queue = self._queue_issued.get(stream)
+        if on_queue is None:
+            on_queue = self._queue_issued[stream] = deque()
+        on_queue.append(action)
         self._completions.put((action, last))
 
     # -- the completion thread ------------------------------------------------------------------------
 
     def _completion_main(self) -> None:
+        if self.adapter.wait_policy == "user_event":
+            self._complete_reached()
+            return
         while True:
             item = self._completions.get()
             if item is None:
@@ -373,19 +387,110 @@ class Engine:
             self._finish(action, error)
 
     def _finish(self, action: Action, error: HalError | None) -> None:
-        """Complete ``action`` unless a helper did; every action issued before it is complete."""
+        """Complete ``action`` unless a helper did."""
         with self._completing:
-            if action.done:
-                return
-            action.done = True
-            issued = self._issued
-            while issued and issued[0].done:
-                issued.popleft()
-            try:
-                self._complete(action, error)
-            except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
-                self._complete(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+            self._finish_locked(action, error)
         self.issue()
+
+    def _finish_locked(self, action: Action, error: HalError | None) -> None:
+        if action.done:
+            return
+        # What the device reached before it completes first — the earlier actions of its in-order
+        # queue, and its producers (whose recorded events it waited on) — so that signals stay in
+        # order when two threads complete at once or completions do not follow issue order
+        # (_complete_reached).
+        on_queue = self._queue_issued[action.op.queue]
+        while on_queue[0] is not action:
+            self._finish_locked(on_queue[0], self._reached_error(on_queue[0]))
+        for event in action.events:
+            producer = event.producer
+            if producer is not None and not producer.done:
+                self._finish_locked(producer, self._reached_error(producer))
+        action.done = True
+        on_queue.popleft()
+        issued = self._issued
+        while issued and issued[0].done:
+            issued.popleft()
+        try:
+            self._complete(action, error)
+        except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
+            self._complete(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+
+    def _reached_error(self, action: Action) -> HalError | None:
+        """The outcome of an action the device reached (one ahead of a reached one): its error, if any."""
+        try:
+            state = self.adapter.query(action.last)
+        except Exception as e:  # noqa: BLE001
+            return HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+        return state if isinstance(state, HalError) else None
+
+    # With ``wait_policy = "user_event"`` an issued action can wait, through a user event, for the
+    # host-side signal of an action issued after it — a consumer submitted before its producer on
+    # another queue. Completing strictly in issue order would wait for the consumer first, forever
+    # (the producer's completion, which signals, is behind it). Such devices complete what the
+    # device reached: oldest first, looking past an action not reached yet and the rest of its
+    # in-order queue; an action's producers complete before it (_finish_locked).
+
+    def _sweep(self, host_calls: bool = True) -> bool | None:
+        """Complete every issued action the device reached; True if one was, None if none is in
+        flight. ``host_calls=False`` (a helping host thread): host calls are left to the completion
+        thread (user code does not run on a waiting thread)."""
+        issued = self._issued
+        if not issued:  # (done actions leave it from the head: a non-empty one has work in flight)
+            return None
+        query, blocked, progressed = self.adapter.query, set(), False
+        queues, i = self.device.queue_count, 0
+        while len(blocked) < queues:  # (a chain on one queue: one look)
+            try:
+                action = issued[i]
+            except IndexError:  # (completions pop from the head meanwhile: a later sweep looks again)
+                break
+            i += 1
+            queue = action.op.queue
+            if queue in blocked or action.done:
+                continue
+            if not host_calls and action.op.kind == "host_call":
+                state = False
+            else:
+                try:
+                    state = query(action.last)
+                except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs
+                    state = HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            if state is None and host_calls:  # the API cannot tell: wait for this one (in issue order)
+                try:
+                    state = self.adapter.synchronize(action.last, self._completions.qsize() or self._helpers)
+                except Exception as e:  # noqa: BLE001
+                    state = HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+                state = True if state is None else state
+            if state is False or state is None:
+                blocked.add(queue)
+                continue
+            self._finish(action, state if isinstance(state, HalError) else None)
+            progressed = True
+        return progressed
+
+    def _complete_reached(self) -> None:
+        """The completion thread of a user-event device: sweeps while work is in flight — the last
+        work looked at between bare yields for SWEEP_SPIN_S, then polls 50–200 µs apart, slower while
+        a host thread helps (as ``OpenCLAdapter.synchronize``) — and sleeps until an issue otherwise."""
+        spin_until, delay = 0.0, 0.0
+        while True:
+            progressed = self._sweep()
+            if progressed is None:  # nothing in flight: until something is issued (None: shut down)
+                if self._completions.get() is None:
+                    return
+                while not self._completions.empty():
+                    if self._completions.get() is None:
+                        return
+                spin_until, delay = time.perf_counter() + SWEEP_SPIN_S, 0.0
+                continue
+            if progressed:
+                spin_until, delay = time.perf_counter() + SWEEP_SPIN_S, 0.0
+            elif time.perf_counter() < spin_until and not self._helpers:
+                time.sleep(0)
+            else:
+                delay = min(max(delay * 2, SWEEP_POLL_S[0]), SWEEP_POLL_S[1])
+                time.sleep(delay)
 
     def help(self, satisfied, budget_s: float = HELP_S) -> None:
         """Run on a host thread about to block in a wait: until ``satisfied()`` (or ``budget_s``
@@ -396,6 +501,16 @@ class Engine:
         with self._lock:
             self._helpers += 1
         try:
+            if self.adapter.wait_policy == "user_event":  # (see _sweep)
+                while not satisfied():
+                    progressed = self._sweep(host_calls=False)
+                    if progressed is None and not self._ready and not self._issuing.locked():
+                        return  # nothing in flight nor on its way
+                    if not progressed:
+                        if time.perf_counter() >= deadline:
+                            return
+                        _yield()
+                return
             while not satisfied():
                 try:
                     head = issued[0]
@@ -457,8 +572,8 @@ class Engine:
                 self._set_status(error)
             fail_all(device, op, error)
         elif should_signal:
-            # As IREE's completion callback: completions of different queues can arrive out of value
-            # order; a refused signal fails the action's list, and the queue status becomes sticky.
+            # As IREE's completion callback: a refused signal (one timeline signalled by actions nothing
+            # orders) fails the action's list, and the queue status becomes sticky.
             refused = signal_or_fail_all(device, op)
             if refused is not None:
                 self._set_status(refused)

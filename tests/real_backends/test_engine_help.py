@@ -24,8 +24,8 @@ class _Handle:
 
 
 class _Adapter(Adapter):
-    """Events are :class:`_Handle`; ``query`` reports ``reached`` (None: cannot tell);
-    ``synchronize`` blocks until ``release`` is set."""
+    """Events are :class:`_Handle`; ``query`` reports ``reached`` (None: cannot tell) — to the
+    completion thread only once ``release`` is set; ``synchronize`` blocks until then."""
 
     personality = "stand-in"
     stream_name = "stream"
@@ -57,7 +57,11 @@ class _Adapter(Adapter):
         return h
 
     def query(self, handle):
-        return handle.reached if self.queryable else None
+        if not self.queryable:
+            return None
+        if threading.current_thread().name.endswith(" completion") and not self.release.is_set():
+            return False  # the completion thread sees nothing until the test releases it
+        return handle.reached
 
     def synchronize(self, handle, backlog: int = 0):
         assert self.release.wait(WAIT), "the test never released the completion thread"
@@ -111,21 +115,27 @@ def test_without_query_the_completion_thread_completes(make):
     assert dev.stand_in.completed_on == [("barrier", "stand-in completion")]
 
 
-def test_completions_stay_in_issue_order(make):
+def test_completions_follow_the_device_across_queues_but_never_overtake_on_one(make):
+    """A user-event device completes what the device reached: a later action on another queue may
+    complete first (an earlier one can wait on a user event only a later one's completion sets);
+    on one in-order queue, never."""
     dev = make(queryable=True)
-    a, b = dev.create_semaphore(), dev.create_semaphore()
+    a, b, c = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
     dev.queue_barrier([], [(a, 1)], queue_affinity=1)
     dev.queue_barrier([], [(b, 1)], queue_affinity=2)
-    dev.stand_in.handles[1].reached = True  # the later action's event only: it must not overtake
-    with pytest.raises(hal.HalError) as e:
-        b.wait(1, timeout=0.05)
-    assert e.value.code == hal.StatusCode.DEADLINE_EXCEEDED
-    assert (a.query(), b.query()) == (0, 0)
-    dev.stand_in.handles[0].reached = True
+    dev.queue_barrier([], [(c, 1)], queue_affinity=1)
+    dev.stand_in.handles[1].reached = True   # queue 1's action, issued second
+    dev.stand_in.handles[2].reached = True   # queue 0's second action: behind the first
     b.wait(1, timeout=WAIT)
+    with pytest.raises(hal.HalError) as e:
+        c.wait(1, timeout=0.05)
+    assert e.value.code == hal.StatusCode.DEADLINE_EXCEEDED
+    assert (a.query(), b.query(), c.query()) == (0, 1, 0)
+    dev.stand_in.handles[0].reached = True
+    c.wait(1, timeout=WAIT)
     me = threading.current_thread().name
-    assert dev.stand_in.completed_on == [("barrier", me), ("barrier", me)]
-    assert (a.query(), b.query()) == (1, 1)
+    assert dev.stand_in.completed_on == [("barrier", me)] * 3
+    assert (a.query(), b.query(), c.query()) == (1, 1, 1)
 
 
 def test_host_calls_are_left_to_the_completion_thread(make):

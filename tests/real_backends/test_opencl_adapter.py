@@ -75,7 +75,7 @@ def test_round_trips_complete_through_the_waiting_thread(opencl):
 
 def test_several_host_threads_help_at_once(opencl):
     # four threads, each its own semaphore, round trips on both queues: the helpers and the completion
-    # thread complete one action at a time, in issue order, and every wait returns its own value
+    # thread complete one action at a time, and every wait returns its own value
     import threading
 
     bufs = [opencl.allocator.allocate_buffer(64) for _ in range(4)]
@@ -100,3 +100,21 @@ def test_several_host_threads_help_at_once(opencl):
     assert [bytes(b.map_read(0, 64)) for b in bufs] == [bytes([40]) * 64] * 4
     signals = [e["value"] for e in opencl.trace.events("signal")]
     assert sorted(signals) == sorted(list(range(1, 41)) * 4)
+
+
+def test_a_consumer_submitted_before_its_producer_on_another_queue_completes(opencl):
+    """The consumer is issued first, behind a user event its producer's completion sets. Completing in
+    issue order waited for the consumer first, forever (the producer's completion, behind it, never
+    came): the program hung until its wait timed out. Completions now follow the device, producers
+    before their consumers (the model, sim:opencl, ran it all along)."""
+    buf = opencl.allocator.allocate_buffer(64)
+    s, t, done = opencl.create_semaphore(), opencl.create_semaphore(), opencl.create_semaphore()
+    opencl.queue_copy([(s, 1)], [(done, 1)], buf, 0, buf, 32, 32)                   # 0:0, consumer
+    opencl.queue_fill([], [(s, 1)], buf, 0, 32, 7, 1, queue_affinity=1 << 1)        # 0:1, producer
+    opencl.queue_fill([(t, 1)], [(t, 2)], buf, 0, 4, 9, 1, queue_affinity=1 << 1)   # 0:2, gated
+    done.wait(1, timeout=WAIT)
+    assert bytes(buf.map_read(32, 32)) == bytes([7]) * 32
+    t.signal(1)
+    t.wait(2, timeout=WAIT)
+    assert [(e["cause"], e["value"]) for e in opencl.trace.events("signal") if e["cause"] != "host:0"] == \
+        [("0:1", 1), ("0:0", 1), ("0:2", 2)]
