@@ -358,11 +358,11 @@ class Engine:
                 issued["after"] = after
         device.recorder.emit(issued)
         action.last = last
-        self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
         on_queue = self._queue_issued.get(stream)
         if on_queue is None:
             on_queue = self._queue_issued[stream] = deque()
-        on_queue.append(action)
+        on_queue.append(action)      # (before _issued, where the completion thread finds it)
+        self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
         self._completions.put((action, last))
 
     # -- the completion thread ------------------------------------------------------------------------
@@ -400,14 +400,15 @@ class Engine:
         # order when two threads complete at once or completions do not follow issue order
         # (_complete_reached).
         on_queue = self._queue_issued[action.op.queue]
-        while on_queue[0] is not action:
+        while on_queue and on_queue[0] is not action:
             self._finish_locked(on_queue[0], self._reached_error(on_queue[0]))
         for event in action.events:
             producer = event.producer
             if producer is not None and not producer.done:
                 self._finish_locked(producer, self._reached_error(producer))
         action.done = True
-        on_queue.popleft()
+        if on_queue:
+            on_queue.popleft()
         issued = self._issued
         while issued and issued[0].done:
             issued.popleft()
