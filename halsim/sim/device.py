@@ -23,12 +23,15 @@ from __future__ import annotations
 import functools
 import itertools
 import random
+import sys
 import threading
+import time
 from threading import current_thread, get_ident
 
 import simpy
 
 from reference.hal import Device, HalError, StatusCode, WaitMode
+from reference.hal.host_join import _original_join
 from reference.hal.queue_op import QueueOp, retire, run_body
 from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
 from reference.utils import gc_tuning
@@ -37,10 +40,11 @@ from .cost_model import CostModel
 from .faults import parse_faults
 from .deadlock import build_report
 from .history import SemaphoreHistory
-from .host import HostThreads
+from .host import BLOCKED, HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
+JOIN_POLL_S = 0.01  # a host call joining a thread: how often it looks whether the thread waits for the device
 OPTIONS = {"queues": 1, "cost_model": None, "seed": 0, "max_concurrency": 4, "retain_resources": True,
            "faults": None, "fault_rate": 0.0}
 
@@ -167,6 +171,35 @@ class SimDevice(Device):
             return self._sim_thread
         ht = self.threads.current()
         return ht.index if ht is not None else None
+
+    def _joining(self, thread, timeout) -> bool:
+        """``thread.join(timeout)`` called: when the caller is a host call the simulator runs, join here
+        (True) — and raise FAILED_PRECONDITION if ``thread`` waits for this device (its lock, which
+        the simulator holds, or simulated time, which stands still meanwhile): that join would never
+        return. False: not ours, join as usual."""
+        if not self.threads.in_sim():
+            return False
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while thread.is_alive():
+            step = JOIN_POLL_S if deadline is None else max(0.0, min(JOIN_POLL_S, deadline - time.monotonic()))
+            _original_join(thread, step)
+            if not thread.is_alive() or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if self._waits_for_device(thread):
+                raise HalError(StatusCode.FAILED_PRECONDITION,
+                               f"a host call run by the simulator joined thread {thread.name!r}, which waits "
+                               "for the device (the simulator is running this host call): return "
+                               "StatusCode.DEFERRED and let the thread signal instead")
+        return True
+
+    def _waits_for_device(self, thread) -> bool:
+        """Whether ``thread`` is blocked in this device: a host thread in a blocking call, or one
+        waiting for the device lock (its innermost frame is one of this device's methods)."""
+        ht = self.threads._by_ident.get(thread.ident)
+        if ht is not None and ht.thread is thread and ht.state == BLOCKED:
+            return True
+        frame = sys._current_frames().get(thread.ident)
+        return frame is not None and frame.f_locals.get("self") is self
 
     def _trace_join(self, thread: int, joined: int) -> None:
         with self._lock:  # (at the joiner's clock, among the device calls)

@@ -6,7 +6,9 @@ them, then reads the buffers". No device call carries that edge, so without it t
 main thread's reads race with the workers' operations. While a device is open, ``Thread.join`` is
 wrapped (once per process, the same call plus a check after it): when it returns with the thread
 ended, every open device that knew the joined thread traces ``host_join`` on the joining thread
-(deferred to the joiner's first device call if it has made none yet).
+(deferred to the joiner's first device call if it has made none yet). A device may also vet a join
+before it happens (``device._joining``): the simulator refuses, instead of hanging, a join by a host
+call it runs of a thread that waits for the device.
 
 >>> import threading
 >>> from reference import hal
@@ -29,7 +31,12 @@ _original_join = threading.Thread.join
 
 
 def _join(self, timeout=None):
-    _original_join(self, timeout)
+    for device in list(_devices) if _devices else ():
+        joining = getattr(device, "_joining", None)  # a device that must vet the join first (sim)
+        if joining is not None and joining(self, timeout):
+            break  # it joined (or raised)
+    else:
+        _original_join(self, timeout)
     if _devices and not self.is_alive():
         for device in list(_devices):
             try:

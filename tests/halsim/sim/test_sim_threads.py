@@ -301,3 +301,43 @@ def test_a_future_waited_on_a_deadlocked_pool_worker_counts_as_blocked(make, how
     assert time.perf_counter() - t0 < 5.0
     assert [type(e) for e in errors] == [DeadlockError, DeadlockError]
     assert [e.code for e in errors] == [S.ABORTED, S.ABORTED]
+
+
+def test_a_host_call_joining_a_thread_that_calls_the_device_fails_instead_of_hanging(make):
+    """The simulator runs the host call holding the device: a thread it starts cannot make a device
+    call until it returns, so joining one that tries would never return (local-task runs it). The
+    join raises FAILED_PRECONDITION instead, failing the call's signals, and the thread goes on after."""
+    dev = make("generic")
+    s, done = dev.create_semaphore(), dev.create_semaphore()
+    started = []
+
+    def fn(args, ctx):
+        t = threading.Thread(target=lambda: s.signal(1), name="signaller")
+        started.append(t)
+        t.start()
+        t.join()
+
+    dev.queue_host_call([], [(done, 1)], fn)
+    t0 = time.perf_counter()
+    with pytest.raises(hal.HalError) as ei:
+        done.wait(1, WAIT)
+    assert time.perf_counter() - t0 < 5.0
+    assert ei.value.code == S.FAILED_PRECONDITION
+    assert "joined thread 'signaller', which waits for the device" in ei.value.message
+    s.wait(1, WAIT)  # the thread signalled once the host call had returned
+    join(started[0])
+
+
+def test_a_host_call_may_join_a_thread_that_only_computes(make):
+    dev = make("generic")
+    done = dev.create_semaphore()
+    out = []
+
+    def fn(args, ctx):
+        t = threading.Thread(target=lambda: out.append(sum(range(1000))))
+        t.start()
+        t.join()
+
+    dev.queue_host_call([], [(done, 1)], fn)
+    done.wait(1, WAIT)
+    assert out == [499500]
