@@ -40,7 +40,7 @@ from .cost_model import CostModel
 from .faults import parse_faults
 from .deadlock import build_report
 from .history import SemaphoreHistory
-from .host import BLOCKED, HostThreads
+from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
@@ -195,8 +195,7 @@ class SimDevice(Device):
     def _waits_for_device(self, thread) -> bool:
         """Whether ``thread`` is blocked in this device: a host thread in a blocking call, or one
         waiting for the device lock (its innermost frame is one of this device's methods)."""
-        ht = self.threads._by_ident.get(thread.ident)
-        if ht is not None and ht.thread is thread and ht.state == BLOCKED:
+        if self.threads.is_blocked(thread):
             return True
         frame = sys._current_frames().get(thread.ident)
         return frame is not None and frame.f_locals.get("self") is self

@@ -301,19 +301,29 @@ class HostThreads:
             self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
         return STALLED if stalled else ALL_BLOCKED
 
+    def record_of(self, thread: threading.Thread) -> HostThread | None:
+        """``thread``'s record if it is a registered host thread (not a reused ident's)."""
+        ht = self._by_ident.get(thread.ident)
+        return ht if ht is not None and ht.thread is thread else None
+
+    def is_blocked(self, thread: threading.Thread) -> bool:
+        """Whether ``thread`` is a host thread blocked in a device call."""
+        ht = self.record_of(thread)
+        return ht is not None and ht.state == BLOCKED
+
     def _joins_blocked(self, thread: threading.Thread, frames: dict) -> bool:
         """Whether ``thread`` waits for a host thread blocked in a device call — in ``Thread.join``
-        on it, or in ``Future.result``/``exception`` on a ``ThreadPoolExecutor`` work item it runs — or for one
-        that waits so, and so on: it cannot call the device before that call returns, so it counts
-        as blocked too — a program that joins its deadlocked workers gets the deadlock reported
-        (and its deadlines expire) instead of hanging."""
+        on it, or in ``Future.result``/``exception`` on a ``ThreadPoolExecutor`` work item it
+        runs — or for one that waits so, and so on: it cannot call the device before that call
+        returns, so it counts as blocked too — a program that joins its deadlocked workers gets the
+        deadlock reported (and its deadlines expire) instead of hanging."""
         seen = set()
         while thread is not None and thread not in seen:
             seen.add(thread)
             target = _awaited_thread(frames.get(thread.ident), frames, self._order)
-            ht = self._by_ident.get(target.ident) if target is not None else None
-            if ht is None or ht.thread is not target or not target.is_alive():
-                return False  # not joining, or joining a thread the simulator does not hold
+            ht = self.record_of(target) if target is not None else None
+            if ht is None or not target.is_alive():
+                return False  # not waiting, or waiting for a thread the simulator does not hold
             if ht.state == BLOCKED:
                 return True
             thread = target

@@ -49,7 +49,7 @@ from functools import partial
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
 from reference.trace.trace import expander
-from reference.utils.recorded_events import RecordedEvents
+from reference.utils.recorded_events import RecordedEvents, producer_ids
 
 from .device import SimDevice
 from .events import Done, Lane, WaitsResolved, call_after
@@ -367,13 +367,8 @@ class StreamDevice(SimDevice):
         scan); the worker takes its next action."""
         action = call.arg
         events = action.events
-        if len(events) == 1:  # (_producers, inlined: the usual case)
-            producer = events[0].producer
-            after = (producer.op.id,) if producer is not None else ()
-        else:
-            after = _producers(events)
         self.trace.emit_record(("issue", self.env._now, action.op.id, action.issue_start, self._worker_track,
-                                len(events), after))
+                                len(events), producer_ids(events)))
         all_recorded, since_scan = self._recorded, self._recorded_since_scan
         for event in action.signal_events:  # () when the op already completed and was cleaned up
             sem_id = event.sem
@@ -589,10 +584,7 @@ class StreamDevice(SimDevice):
         if fifo is not None and fifo[0] is not action:  # behind one issued earlier, not ended yet
             action.outcome = (error, should_signal)
         else:
-            path = self._callback_path  # (_callback_after, inlined: the usual case)
-            at = max(env._now, path.callback_free) + self.cost.host_fn_ns
-            path.callback_free = at
-            call_after(env, at - env._now, self._completes, (action, error, should_signal))
+            self._callback_after(action, error, should_signal)
             if fifo is not None:
                 fifo.popleft()
                 while fifo and fifo[0].outcome is not None:
@@ -709,12 +701,6 @@ def _device_signals(op: QueueOp) -> tuple:
 
 
 # -- trace records (Trace.emit_record) ------------------------------------------------------------------
-
-def _producers(events) -> tuple:
-    """The ops whose recorded device-signal events an action waits on, once each in wait order: the
-    stream orders it after them even when their host-side signal never comes (a refused signal)."""
-    return tuple(dict.fromkeys([e.producer.op.id for e in events if e.producer is not None]))
-
 
 @expander("issue")
 def _issue_event(r, _trace=None) -> dict:

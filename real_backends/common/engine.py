@@ -43,18 +43,45 @@ from typing import Any
 
 from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
-from reference.utils.recorded_events import RecordedEvents
+from reference.utils.recorded_events import RecordedEvents, producer_ids
 
 from .pool import EventPool, Pooled
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
 HOST_COMPLETED = ("host_call", "dealloca")  # ops whose work runs on the host, in the completion
 HELP_S = 0.0002  # how long a waiting host thread drives completions before it sleeps on the semaphores
-SWEEP_SPIN_S = 0.0002  # user-event devices' completion thread: bare yields between looks, after work
-SWEEP_POLL_S = (0.00005, 0.0002)  # then the waits between looks, doubling
+POLL_SPIN_S = 0.0002  # polling a status: how long the last work in flight is looked at between yields
+POLL_MIN_S, POLL_MAX_S = 0.00005, 0.0002  # then the waits between looks, doubling
 # Lets other threads take the interpreter lock between looks: time.sleep(0) sleeps ~70 us on Linux
 # (the kernel's timer slack), sched_yield does not.
 _yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
+_CANNOT_TELL = object()  # (Engine._complete_head: the API cannot query an event)
+
+
+class Backoff:
+    """The pace of a thread polling a status: for ``POLL_SPIN_S`` after :meth:`restart` (``spin``:
+    the last work in flight, a host may be waiting for it) it yields between looks — ``time.sleep(0)``,
+    ~70 µs on the Linux VMs measured (the kernel's timer slack), not a bare yield — then sleeps
+    ``POLL_MIN_S``, doubling up to ``POLL_MAX_S``, so as not to take the interpreter lock and a CPU
+    from a host thread that is submitting (or helping: Engine.help), which then runs ~20 % slower
+    (docs/accuracy.md)."""
+
+    __slots__ = ("spin_until", "delay")
+
+    def __init__(self, spin: bool = True):
+        self.restart(spin)
+
+    def restart(self, spin: bool = True) -> None:
+        self.spin_until = time.perf_counter() + POLL_SPIN_S if spin else 0.0
+        self.delay = 0.0
+
+    def wait(self, spin: bool = True) -> None:
+        """Pause before the next look (``spin=False``: no more bare yields, someone else watches)."""
+        if spin and time.perf_counter() < self.spin_until:
+            time.sleep(0)
+            return
+        self.delay = min(max(self.delay * 2, POLL_MIN_S), POLL_MAX_S)
+        time.sleep(self.delay)
 
 
 class WaitFailed(HalError):
@@ -349,13 +376,9 @@ class Engine:
             action.native.append(("completion", last))
         issued = {"ev": "issue", "t": device.now(), "op": op.id, "start": action.issued_t,
                   "track": device.worker_track, "events": len(action.events)}
-        # the ops whose recorded events it waits on: the stream orders it after them even if their
-        # host-side signal never comes (a refused signal)
-        events = action.events
-        if events:
-            after = list(dict.fromkeys([e.producer.op.id for e in events if e.producer is not None]))
-            if after:
-                issued["after"] = after
+        after = producer_ids(action.events)
+        if after:
+            issued["after"] = list(after)
         device.recorder.emit(issued)
         action.last = last
         on_queue = self._queue_issued.get(stream)
@@ -471,10 +494,9 @@ class Engine:
         return progressed
 
     def _complete_reached(self) -> None:
-        """The completion thread of a user-event device: sweeps while work is in flight — the last
-        work looked at between bare yields for SWEEP_SPIN_S, then polls 50–200 µs apart, slower while
-        a host thread helps (as ``OpenCLAdapter.synchronize``) — and sleeps until an issue otherwise."""
-        spin_until, delay = 0.0, 0.0
+        """The completion thread of a user-event device: sweeps while work is in flight, paced by a
+        :class:`Backoff` (no bare yields while a host thread helps), and sleeps until an issue otherwise."""
+        pace = Backoff(spin=False)
         while True:
             progressed = self._sweep()
             if progressed is None:  # nothing in flight: until something is issued (None: shut down)
@@ -483,56 +505,53 @@ class Engine:
                 while not self._completions.empty():
                     if self._completions.get() is None:
                         return
-                spin_until, delay = time.perf_counter() + SWEEP_SPIN_S, 0.0
-                continue
-            if progressed:
-                spin_until, delay = time.perf_counter() + SWEEP_SPIN_S, 0.0
-            elif time.perf_counter() < spin_until and not self._helpers:
-                time.sleep(0)
+                pace.restart()
+            elif progressed:
+                pace.restart()
             else:
-                delay = min(max(delay * 2, SWEEP_POLL_S[0]), SWEEP_POLL_S[1])
-                time.sleep(delay)
+                pace.wait(spin=not self._helpers)
 
     def help(self, satisfied, budget_s: float = HELP_S) -> None:
         """Run on a host thread about to block in a wait: until ``satisfied()`` (or ``budget_s``
-        passed), complete the oldest issued action whenever its event is reached (module docstring)."""
-        query = self.adapter.query
-        issued = self._issued
+        passed), complete issued actions whenever their events are reached — the oldest one, or on a
+        user-event device what the device reached (:meth:`_sweep`) — never a host call (module
+        docstring). Returns at once when nothing is in flight nor on its way, or the API cannot tell."""
+        step = self._sweep if self.adapter.wait_policy == "user_event" else self._complete_head
         deadline = time.perf_counter() + budget_s
         with self._lock:
             self._helpers += 1
         try:
-            if self.adapter.wait_policy == "user_event":  # (see _sweep)
-                while not satisfied():
-                    progressed = self._sweep(host_calls=False)
-                    if progressed is None and not self._ready and not self._issuing.locked():
-                        return  # nothing in flight nor on its way
-                    if not progressed:
-                        if time.perf_counter() >= deadline:
-                            return
-                        _yield()
-                return
             while not satisfied():
-                try:
-                    head = issued[0]
-                except IndexError:
-                    if not self._ready and not self._issuing.locked():  # nothing in flight nor on its
-                        return                                                 # way: nothing to help with
-                    head = None
-                state = False
-                if head is not None and not head.done and head.op.kind != "host_call":
-                    state = query(head.last)
-                    if state is None:  # the API cannot tell: leave it to the completion thread
-                        return
-                if state is False:
+                progressed = step(host_calls=False)
+                if progressed is _CANNOT_TELL:  # leave it to the completion thread
+                    return
+                if progressed is None and not self._ready and not self._issuing.locked():
+                    return  # nothing in flight nor on its way: nothing to help with
+                if not progressed:
                     if time.perf_counter() >= deadline:
                         return
                     _yield()
-                    continue
-                self._finish(head, state if isinstance(state, HalError) else None)
         finally:
             with self._lock:
                 self._helpers -= 1
+
+    def _complete_head(self, host_calls: bool = True):
+        """Complete the oldest issued action if the device reached it: True if it did, False if not
+        (or it is a host call and ``host_calls`` is False), None if nothing is in flight,
+        ``_CANNOT_TELL`` if the API cannot tell."""
+        try:
+            head = self._issued[0]
+        except IndexError:
+            return None
+        if head.done or (not host_calls and head.op.kind == "host_call"):
+            return False
+        state = self.adapter.query(head.last)
+        if state is None:
+            return _CANNOT_TELL
+        if state is False:
+            return False
+        self._finish(head, state if isinstance(state, HalError) else None)
+        return True
 
     def _complete(self, action: Action, error: HalError | None) -> None:
         op, device = action.op, self.device

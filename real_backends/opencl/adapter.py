@@ -25,13 +25,11 @@ import numpy as np
 
 from reference.hal import HalError, Range, StatusCode
 
-from ..common.engine import Adapter, WaitFailed
+from ..common.engine import Adapter, Backoff, WaitFailed
 from ..common.kernel_abi import LIBRARY, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
 _PATTERN_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-SPIN_S = 0.0002  # synchronize: how long the last work in flight is looked at between bare yields
-POLL_MIN_S, POLL_MAX_S = 0.00005, 0.0002  # then the waits between looks at the status, doubling
 
 
 def _cl():
@@ -172,22 +170,14 @@ class OpenCLAdapter(Adapter):
         # neither returns from a wait on nor calls back for an event that failed through its wait list
         # (a user event set to a negative status); and pyopencl's callbacks, delivered on a thread of
         # their own, took up to 5.8 ms to get the interpreter lock for a command long complete.
-        # The last work in flight is looked at more often for SPIN_S, yielding the GIL between looks
-        # (time.sleep(0): on the Linux VMs measured, ~70 us, the kernel's timer slack, not a bare
-        # yield); behind a backlog, or while a host thread helps (Engine.help: a host round trip),
-        # it is polled 50-200 us apart, so as not to take the interpreter lock and a CPU from the host
-        # thread, which then submits ~20 % slower (docs/accuracy.md).
-        spin_until = time.perf_counter() + (SPIN_S if not backlog else 0.0)
-        delay = 0.0
+        # Paced by Backoff: the last work in flight is looked at closely; behind a backlog, or while a
+        # host thread helps (Engine.help: a host round trip), it is polled 50-200 us apart.
+        pace = Backoff(spin=not backlog)
         while True:
             state = self.query(handle)
             if state is not False:
                 return None if state is True else state
-            if time.perf_counter() < spin_until:
-                time.sleep(0)
-                continue
-            delay = min(max(delay * 2, POLL_MIN_S), POLL_MAX_S)
-            time.sleep(delay)
+            pace.wait()
 
     # -- work ------------------------------------------------------------------------------------------
 

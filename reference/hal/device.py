@@ -126,6 +126,11 @@ class Device:
         for joined in self._pending_joins.pop(thread, ()):
             self._trace_join(index, joined)
 
+    def _joining(self, thread: threading.Thread, timeout: float | None) -> bool:
+        """``thread.join(timeout)`` is about to be called: True if this device joined it itself
+        (the simulator, for a host call it runs); False: join as usual."""
+        return False
+
     def _host_joined(self, thread: threading.Thread) -> None:
         """The calling thread's ``thread.join()`` returned with ``thread`` ended: what ``thread`` did
         happens before what the caller does next (``host_join``; the checks' happens-before)."""

@@ -32,9 +32,8 @@ _original_join = threading.Thread.join
 
 def _join(self, timeout=None):
     for device in list(_devices) if _devices else ():
-        joining = getattr(device, "_joining", None)  # a device that must vet the join first (sim)
-        if joining is not None and joining(self, timeout):
-            break  # it joined (or raised)
+        if device._joining(self, timeout):  # the device joined it itself (or raised)
+            break
     else:
         _original_join(self, timeout)
     if _devices and not self.is_alive():

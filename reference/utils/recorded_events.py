@@ -58,3 +58,23 @@ class RecordedEvents:
             return False
         del self.values[i], self.events[i]
         return True
+
+
+def producer_ids(events) -> tuple:
+    """The ops whose recorded device-signal events a queue action waits on — ``events``: its wait
+    events, each with a ``producer`` action (or None: a user event) — once each, in wait order: the
+    ``issue`` trace event's ``after`` (its stream waits on them even if their host-side signal never
+    comes, refused after a failure).
+
+    >>> class A:
+    ...     def __init__(self, op_id): self.op = type("Op", (), {"id": op_id})
+    >>> class E:
+    ...     def __init__(self, producer): self.producer = producer
+    >>> p, q = A("0:1"), A("0:4")
+    >>> producer_ids([E(p), E(None), E(q), E(p)]), producer_ids([])
+    (('0:1', '0:4'), ())
+    """
+    if len(events) == 1:  # the usual case
+        producer = events[0].producer
+        return (producer.op.id,) if producer is not None else ()
+    return tuple(dict.fromkeys([e.producer.op.id for e in events if e.producer is not None]))
