@@ -141,6 +141,9 @@ class DeadlockReport:
     threads: tuple[BlockedThread, ...]
     ops: tuple[PendingOp, ...]
     cycles: tuple[Cycle, ...]
+    # Running host threads that wait on another host thread in Python (Queue.get, Event.wait,
+    # Thread.join...): (thread index, where), e.g. (1, "Queue.get at worker.py:12").
+    host_waits: tuple[tuple[int, str], ...] = ()
 
     @property
     def unsignaled(self) -> tuple[WaitState, ...]:
@@ -157,6 +160,7 @@ class DeadlockReport:
         for t in self.threads:
             lines.append(f"  {t}")
             lines.extend(f"    {w.why()}" for w in t.waits if w.signalers)
+        lines.extend(f"  host thread {i} waits in {where}, for another host thread" for i, where in self.host_waits)
         blocked_ops = {t.op for t in self.threads}
         ops = [o for o in self.ops if o.op not in blocked_ops]
         if ops:

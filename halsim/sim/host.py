@@ -39,6 +39,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import replace
 from heapq import heappop
 from threading import current_thread, get_ident
 from time import monotonic
@@ -47,6 +48,7 @@ from reference.hal import HalError, StatusCode, WaitMode
 from reference.hal.wait import deadline_exceeded
 
 from .deadlock import deadlock_error
+from .host_waits import CONDITION, JOIN, WAKING, describe, host_wait
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
 GRACE_S = 2.0  # real seconds an unregistered new thread counts as "about to call the device"
@@ -61,7 +63,7 @@ ACTIVE, STALLED, ALL_BLOCKED = "active", "stalled", "all blocked"
 class HostThread:
     """A registered host thread: its index, real thread, clock lag and current blocking call."""
 
-    __slots__ = ("index", "thread", "lag", "state", "block", "active_at")
+    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited")
 
     def __init__(self, index: int, thread: threading.Thread):
         self.index = index
@@ -70,6 +72,7 @@ class HostThread:
         self.state = RUNNING
         self.block: Block | None = None
         self.active_at = time.monotonic()  # real time of its last device call or wake-up
+        self.waited = False  # last seen in a wait of host_waits (so its end is a wake-up)
 
     def __repr__(self) -> str:
         return f"<HostThread {self.index} {self.state} lag={self.lag}>"
@@ -279,24 +282,40 @@ class HostThreads:
 
     def candidates(self) -> str:
         """ACTIVE if some candidate thread may still call the device soon; STALLED if the only running
-        ones made no device call for STALL_S (they may be in Thread.join, or computing); else ALL_BLOCKED."""
+        ones made no device call for STALL_S (computing, or in a wait not recognised); else
+        ALL_BLOCKED. A running thread in a wait it cannot leave by itself (:mod:`.host_waits`) counts
+        as blocked — but a Python primitive's wait only while every thread the simulator does not
+        hold is in such a wait too, since any of them might wake it."""
         now = time.monotonic()
-        stalled = False
+        stalled = host_waits = False
         frames = None
         for ht in self._order:
             if ht.state == RUNNING and ht.thread.is_alive():
-                if now - ht.active_at < STALL_S:
-                    return ACTIVE
                 if frames is None:
                     frames = sys._current_frames()
-                if not self._joins_blocked(ht.thread, frames):
-                    stalled = True
+                quiet = self._quiet(ht.thread, frames, set())
+                if quiet is not None:
+                    ht.waited = True
+                    host_waits = host_waits or quiet == CONDITION
+                    continue
+                if ht.waited:  # it was seen waiting and has been woken: give it a fresh start
+                    ht.waited = False
+                    ht.active_at = now
+                if now - ht.active_at < STALL_S:
+                    return ACTIVE
+                stalled = True
+        me = current_thread()
         for t in threading.enumerate():
             if t in self._known:
+                if host_waits and t is not me and self.record_of(t) is None and \
+                        self._quiet(t, frames, set()) is None:
+                    stalled = True  # an outside thread may notify a waiting host thread
                 continue
             first = self._first_seen.setdefault(t, now)
             if now - first < GRACE_S:
                 return ACTIVE
+            if host_waits and self._quiet(t, frames, set()) is None:
+                stalled = True
         if len(self._first_seen) > 64:
             self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
         return STALLED if stalled else ALL_BLOCKED
@@ -311,23 +330,33 @@ class HostThreads:
         ht = self.record_of(thread)
         return ht is not None and ht.state == BLOCKED
 
-    def _joins_blocked(self, thread: threading.Thread, frames: dict) -> bool:
-        """Whether ``thread`` waits for a host thread blocked in a device call — in ``Thread.join``
-        on it, or in ``Future.result``/``exception`` on a ``ThreadPoolExecutor`` work item it
-        runs — or for one that waits so, and so on: it cannot call the device before that call
-        returns, so it counts as blocked too — a program that joins its deadlocked workers gets the
-        deadlock reported (and its deadlines expire) instead of hanging."""
-        seen = set()
-        while thread is not None and thread not in seen:
-            seen.add(thread)
-            target = _awaited_thread(frames.get(thread.ident), frames, self._order)
-            ht = self.record_of(target) if target is not None else None
-            if ht is None or not target.is_alive():
-                return False  # not waiting, or waiting for a thread the simulator does not hold
-            if ht.state == BLOCKED:
-                return True
-            thread = target
-        return False
+    def _quiet(self, thread: threading.Thread, frames: dict, seen: set) -> str | None:
+        """Why ``thread`` cannot call the device before another thread acts: "blocked" (in a device
+        call), CONDITION (in a Python primitive's wait, :mod:`.host_waits`), JOIN (joining a thread
+        that is itself quiet, or a registered one, which is judged on its own); None if it may."""
+        ht = self.record_of(thread)
+        if ht is not None and ht.state == BLOCKED:
+            return BLOCKED
+        wait = host_wait(frames.get(thread.ident), frames, self._order)
+        if wait is None or wait[0] == WAKING:
+            return None
+        kind, target = wait
+        if kind == CONDITION:
+            return CONDITION
+        if target is None or not target.is_alive() or target in seen:
+            return None  # the join is returning, or joins form a cycle (a Python deadlock)
+        seen.add(thread)
+        inner = self._quiet(target, frames, seen)
+        if inner is not None:
+            return inner
+        return JOIN if self.record_of(target) is not None else None
+
+    def _host_waits(self) -> tuple[tuple[int, str], ...]:
+        """(index, where) of the running registered threads that wait on another host thread."""
+        frames = sys._current_frames()
+        return tuple((ht.index, describe(frames.get(ht.thread.ident)))
+                     for ht in self._order if ht.state == RUNNING and ht.thread.is_alive()
+                     and self._quiet(ht.thread, frames, set()) is not None)
 
     def user_code_ran(self) -> None:
         """The simulator ran host code (a host call): it may have started threads or changed state."""
@@ -399,6 +428,8 @@ class HostThreads:
         if not pending:
             raise HalError(StatusCode.INTERNAL, "simulator: all host threads blocked with nothing pending")
         report = self.diagnose(pending) if self.diagnose else None
+        if report is not None:
+            report = replace(report, host_waits=self._host_waits())
         threads = {b: t for b in pending for t in (report.threads if report else ())
                    if t.thread == b.thread.index}
         if t_dead != INF:  # the earliest finite deadline expires: nothing can happen before it
@@ -425,43 +456,3 @@ class HostThreads:
             b = ht.block
             if b is not None and b.state != RELEASED:
                 self.release(b, error.clone(), max(b.start, self.env.now))
-
-
-_JOIN_CODES = (threading.Thread.join.__code__, threading.Thread._wait_for_tstate_lock.__code__)
-
-
-def _awaited_thread(frame, frames: dict, host_threads) -> threading.Thread | None:
-    """The thread that a thread whose innermost Python frame is ``frame`` waits for: the one it is
-    joining (``Thread.join``: innermost ``join`` or the lock wait in it), or the host thread running
-    the work item of the future whose ``result()`` or ``exception()`` it waits in
-    (``Condition.wait`` in them); else None."""
-    futures = sys.modules.get("concurrent.futures._base")
-    for _ in range(2):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code in _JOIN_CODES:
-            target = frame.f_locals.get("self")
-            return target if isinstance(target, threading.Thread) else None
-        if futures is not None and (code is futures.Future.result.__code__ or
-                                    code is futures.Future.exception.__code__):
-            return _running(frame.f_locals.get("self"), frames, host_threads)
-        frame = frame.f_back
-    return None
-
-
-def _running(future, frames: dict, host_threads) -> threading.Thread | None:
-    """The host thread whose stack runs ``future``'s ``ThreadPoolExecutor`` work item, if any."""
-    pool = sys.modules.get("concurrent.futures.thread")
-    if pool is None or future is None:
-        return None
-    run = pool._WorkItem.run.__code__
-    for ht in host_threads:
-        frame = frames.get(ht.thread.ident)
-        while frame is not None:
-            if frame.f_code is run:
-                if getattr(frame.f_locals.get("self"), "future", None) is future:
-                    return ht.thread
-                break
-            frame = frame.f_back
-    return None

@@ -1,0 +1,111 @@
+"""What a running host thread is waiting for, read from its innermost Python frames.
+
+The simulator advances virtual time only when no host thread can call the device soon. A thread
+blocked in a device call obviously cannot; neither can one that sits in a wait of Python's own
+primitives that only another thread can end. This module recognises those waits:
+
+* ``Thread.join`` (with or without a timeout): :data:`JOIN`, with the thread it joins;
+* ``Future.result``/``exception`` on a ``ThreadPoolExecutor`` work item: :data:`JOIN`, with the
+  thread running the item (the future is done only when that thread gets past it);
+* an untimed ``Condition.wait`` not yet notified — ``Event.wait()``, ``Queue.get()``,
+  ``Semaphore.acquire()``, ``Barrier.wait()``, ``Future.result()`` and the like:
+  :data:`CONDITION` (a notify is the only way out); once notified, :data:`WAKING`;
+* a ``ThreadPoolExecutor`` worker idle on an empty work queue: :data:`CONDITION` too (only a
+  ``submit`` wakes it).
+
+A wait with a real-time timeout other than a join is not recognised: it may end by itself, and a
+thread that does something after it (a watchdog) must not see its device deadlines expire first.
+Plain locks (``Lock.acquire``, ``with lock:``) and ``SimpleQueue.get`` block in C with no frame of
+their own and are not recognised either.
+
+>>> import threading
+>>> ev = threading.Event()
+>>> t = threading.Thread(target=ev.wait); t.start()
+>>> import sys, time
+>>> while host_wait(sys._current_frames().get(t.ident), {}, ()) is None: time.sleep(0.001)
+>>> host_wait(sys._current_frames()[t.ident], {}, ())
+('condition', None)
+>>> ev.set(); t.join()
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+JOIN, CONDITION, WAKING = "join", "condition", "waking"
+
+_JOIN_CODES = (threading.Thread.join.__code__, threading.Thread._wait_for_tstate_lock.__code__)
+_CONDITION_WAIT = threading.Condition.wait.__code__
+
+
+def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread | None] | None:
+    """``(kind, thread)`` for a thread whose innermost Python frame is ``frame`` (``frames`` maps
+    idents to innermost frames, for finding who runs a future; ``host_threads`` are the registered
+    :class:`~halsim.sim.host.HostThread` records to look among): ``(JOIN, joined)``,
+    ``(CONDITION, None)``, ``(WAKING, None)``, or None when it waits for nothing recognised."""
+    if frame is None:
+        return None
+    code = frame.f_code
+    if code is _CONDITION_WAIT:
+        outer = frame.f_back
+        joined = _future_thread(outer, frames, host_threads) if outer is not None else None
+        if joined is not None:
+            return JOIN, joined
+        local = frame.f_locals
+        waiter = local.get("waiter")
+        if waiter is None or local.get("timeout") is not None:
+            return None  # not waiting yet, or a timed wait (may end by itself)
+        return (CONDITION, None) if waiter.locked() else (WAKING, None)
+    if code in _JOIN_CODES:
+        target = frame.f_locals.get("self")
+        return (JOIN, target) if isinstance(target, threading.Thread) else None
+    pool = sys.modules.get("concurrent.futures.thread")
+    if pool is not None and code is pool._worker.__code__:
+        work = frame.f_locals.get("work_queue")
+        if work is not None and work.empty():
+            return CONDITION, None  # idle: blocked in (or about to block in) work_queue.get()
+    return None
+
+
+# Modules whose frames are the primitive itself, not the program waiting in it.
+_PRIMITIVES = ("threading", "queue", "concurrent.futures._base", "concurrent.futures.thread",
+               "reference.hal.host_join")
+
+
+def describe(frame) -> str:
+    """Where a waiting thread waits, for reports: the primitive the program called and the program's
+    line, e.g. ``"Queue.get at worker.py:12"``."""
+    api = None
+    while frame is not None and frame.f_globals.get("__name__") in _PRIMITIVES:
+        api = frame.f_code.co_qualname
+        if frame.f_globals["__name__"] == "reference.hal.host_join":
+            api = "Thread.join"  # the wrapper traced joins install over it
+        frame = frame.f_back
+    if frame is None:
+        return api or "?"
+    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    return f"{api} at {where}" if api else where
+
+
+def _future_thread(frame, frames: dict, host_threads) -> threading.Thread | None:
+    """If ``frame`` is ``Future.result``/``exception``, the host thread running that future's
+    ``ThreadPoolExecutor`` work item, if any."""
+    futures = sys.modules.get("concurrent.futures._base")
+    if futures is None or frame.f_code not in (futures.Future.result.__code__,
+                                               futures.Future.exception.__code__):
+        return None
+    future = frame.f_locals.get("self")
+    pool = sys.modules.get("concurrent.futures.thread")
+    if pool is None or future is None:
+        return None
+    run = pool._WorkItem.run.__code__
+    for ht in host_threads:
+        f = frames.get(ht.thread.ident)
+        while f is not None:
+            if f.f_code is run:
+                if getattr(f.f_locals.get("self"), "future", None) is future:
+                    return ht.thread
+                break
+            f = f.f_back
+    return None

@@ -1,0 +1,193 @@
+"""Host threads idle in Python's own waits (Queue.get, Event.wait, an idle pool worker...) on virtual
+time: they count as blocked, so deadlines expire and deadlocks are reported instead of the program
+hanging — but only where nothing outside the simulation could wake them, and never for a wait with a
+real-time timeout."""
+
+import inspect
+import queue
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from halsim.sim import DeadlockError
+from reference import hal
+from tests.conftest import WAIT, join
+from tests.halsim.sim.conftest import costs
+
+S = hal.StatusCode
+
+
+def start(fn, *args) -> threading.Thread:
+    t = threading.Thread(target=fn, args=args)
+    t.start()
+    return t
+
+
+def idle_in(kind: str, dev, release: list):
+    """A registered host thread that then waits in ``kind`` until ``release[0]()`` is called."""
+    if kind == "pool":
+        pool = ThreadPoolExecutor(1)
+        pool.submit(dev.sleep, 0).result(WAIT)  # its worker registers, then idles on its work queue
+        release.append(lambda: pool.shutdown(wait=True))
+        return None
+    q, ev, sem, fut = queue.Queue(), threading.Event(), threading.Semaphore(0), Future()
+    wait = {"queue": q.get, "event": ev.wait, "semaphore": sem.acquire, "future": fut.result}[kind]
+    wake = {"queue": lambda: q.put(None), "event": ev.set, "semaphore": sem.release,
+            "future": lambda: fut.set_result(None)}[kind]
+
+    def worker():
+        dev.sleep(0)
+        wait()
+
+    t = start(worker)
+    release.append(lambda: (wake(), join(t)))
+    return t
+
+
+def in_thread(fn):
+    """Run ``fn`` on a new thread and return what it returned or raised, failing after WAIT seconds
+    instead of hanging (which is what the simulator used to do)."""
+    out = []
+    t = start(lambda: out.append(_outcome(fn)))
+    t.join(WAIT)
+    assert not t.is_alive(), "the simulated program hung"
+    return out[0]
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except hal.HalError as e:
+        return e
+
+
+@pytest.mark.parametrize("kind", ["queue", "event", "semaphore", "future", "pool"])
+def test_a_deadline_expires_while_a_worker_idles_in_a_python_wait(make, kind):
+    dev = make("generic", cost_model=costs())
+    s = dev.create_semaphore()
+    release = []
+    try:
+        idle_in(kind, dev, release)
+        t0 = time.perf_counter()
+        err = in_thread(lambda: s.wait(1, 0.5))
+        assert time.perf_counter() - t0 < 5.0
+    finally:
+        release[0]()
+    assert isinstance(err, DeadlockError) and err.code == S.DEADLINE_EXCEEDED
+    assert dev.now() == 500_000_000
+
+
+@pytest.mark.parametrize("personality", ["generic", "metal", "cuda", "sync", "opencl"])
+def test_on_every_personality(make, personality):
+    dev = make(personality)
+    s = dev.create_semaphore()
+    release = []
+    try:
+        idle_in("queue", dev, release)
+        err = in_thread(lambda: s.wait(1, 0.25))
+    finally:
+        release[0]()
+    assert isinstance(err, hal.HalError) and err.code == S.DEADLINE_EXCEEDED
+    assert dev.now() >= 250_000_000
+
+
+def test_a_deadlock_behind_a_worker_in_queue_get_is_reported_with_where_it_waits(make):
+    dev = make("generic")
+    a, b = dev.create_semaphore(), dev.create_semaphore()
+    q, line = queue.Queue(), []
+
+    def worker():
+        dev.queue_barrier([(b, 1)], [(a, 1)])
+        line.append(sys._getframe().f_lineno + 1)
+        q.get()
+
+    def main():
+        dev.queue_barrier([(a, 1)], [(b, 1)])
+        b.wait(1)  # no timeout: only the deadlock report ends it
+
+    t = start(worker)
+    try:
+        err = in_thread(main)
+    finally:
+        q.put(None)
+        join(t)
+    assert isinstance(err, DeadlockError) and err.code == S.ABORTED
+    assert len(err.report.cycles) == 1
+    # main (thread 0) is in in_thread's join of the thread running main()
+    lines, first = inspect.getsourcelines(in_thread)
+    join_line = first + next(i for i, text in enumerate(lines) if "t.join(WAIT)" in text)
+    assert err.report.host_waits == ((0, f"Thread.join at test_sim_host_waits.py:{join_line}"),
+                                     (1, f"Queue.get at test_sim_host_waits.py:{line[0]}"))
+    assert f"host thread 1 waits in Queue.get at test_sim_host_waits.py:{line[0]}, for another host " \
+           "thread" in err.message
+
+
+def test_a_thread_woken_by_a_put_holds_time_back_until_it_signals(make):
+    """Notified but not yet running, a waiting thread must count as running: the put's thread then
+    waits with a short deadline that only the woken thread's signal meets."""
+    dev = make("generic")
+    s = dev.create_semaphore()
+    q = queue.Queue()
+
+    def worker():
+        dev.sleep(0)
+        while (v := q.get()) is not None:
+            s.signal(v)
+
+    t = start(worker)
+    try:
+        def main():
+            for v in range(1, 21):
+                dev.sleep(0.01)  # the worker is idle in q.get by now (virtual time waited for it)
+                q.put(v)
+                s.wait(v, 0.001)
+            return s.query()
+        assert in_thread(main) == 20
+    finally:
+        q.put(None)
+        join(t)
+
+
+def test_a_python_wait_with_a_real_timeout_does_not_count_as_blocked(make):
+    """A watchdog waiting 0.2 s of real time and then signalling must not see the device wait it
+    would end reported as a deadlock first."""
+    dev = make("generic")
+    s = dev.create_semaphore()
+    ev = threading.Event()
+
+    def watchdog():
+        dev.sleep(0)
+        ev.wait(0.2)
+        s.signal(1)
+
+    t = start(watchdog)
+    try:
+        assert in_thread(lambda: s.wait(1)) is None
+    finally:
+        join(t)
+    assert s.query() == 1
+
+
+def test_an_outside_thread_that_may_wake_a_waiting_thread_keeps_it_unblocked(make):
+    """A thread the simulator does not hold (started before the device, never calling it) puts work
+    into a host thread's queue after 0.2 s of real time: until then the host thread must not count
+    as blocked, or main's wait would be reported as a deadlock."""
+    q = queue.Queue()
+    feeder = start(lambda: (time.sleep(0.2), q.put(1)))
+    dev = make("generic")
+    s = dev.create_semaphore()
+
+    def consumer():
+        dev.sleep(0)
+        s.signal(q.get())
+
+    t = start(consumer)
+    try:
+        assert in_thread(lambda: s.wait(1)) is None
+    finally:
+        join(feeder)
+        join(t)
+    assert s.query() == 1
