@@ -131,6 +131,12 @@ class Device:
         (the simulator, for a host call it runs); False: join as usual."""
         return False
 
+    def _run_host_function(self, fn, args, context):
+        """Call a ``queue_host_call`` function (``fn(args, context)``). A device that runs it on the
+        calling host thread inside a device call it serializes releases its lock here (``sim:sync``),
+        so threads the function starts or waits for can use the device, as on ``local-sync``."""
+        return fn(args, context)
+
     def _host_joined(self, thread: threading.Thread) -> None:
         """The calling thread's ``thread.join()`` returned with ``thread`` ended: what ``thread`` did
         happens before what the caller does next (``host_join``; the checks' happens-before)."""

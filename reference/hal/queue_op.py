@@ -120,13 +120,13 @@ def _run_host_call(device, op: QueueOp) -> bool:
         signal_all(device, op)
         try:
             with running(op.id):
-                fn(args, HostCallContext(device, 1 << op.queue, ()))
+                device._run_host_function(fn, args, HostCallContext(device, 1 << op.queue, ()))
         except Exception:  # noqa: BLE001 - a non-blocking callback's failure has nowhere to go
             pass
         return False
     try:
         with running(op.id):
-            result = fn(args, HostCallContext(device, 1 << op.queue, op.signal))
+            result = device._run_host_function(fn, args, HostCallContext(device, 1 << op.queue, op.signal))
     except HalError:
         raise
     except Exception as e:  # noqa: BLE001 - the signal semaphores carry the failure to waiters

@@ -5,7 +5,8 @@ Each queue call blocks the calling host thread — which counts as blocked, so v
 cost model's durations are busy time of that thread (its clock advances, it does not block). It
 signals before returning. A failed wait is raised by the queue call and
 nothing is signaled (profile [H]); a failure of the body fails the signals and is raised (a host
-call's failure only fails the signals). Where local-sync would hang — a single thread waiting on a
+call's failure only fails the signals). The host call's function runs without the device lock, so
+threads it starts or joins may call the device, as on local-sync. Where local-sync would hang — a single thread waiting on a
 value nobody will signal — the call raises :class:`~halsim.sim.DeadlockError` instead.
 
 >>> from halsim.sim.driver import driver
@@ -37,6 +38,18 @@ __all__ = ["CAPABILITIES", "CTS_UNSUPPORTED", "SyncDevice"]
 class SyncDevice(SimDevice):
     personality = "sync"
     capabilities = CAPABILITIES
+
+    def _run_host_function(self, fn, args, context):
+        # The host call runs on the calling thread, inside its queue call: release the device lock
+        # (however deeply held) meanwhile, so that a thread the function starts, joins or waits for
+        # can call the device — local-sync runs such a function; holding the lock hung it.
+        if self.threads.in_sim():
+            return fn(args, context)
+        state = self._lock._release_save()
+        try:
+            return fn(args, context)
+        finally:
+            self._lock._acquire_restore(state)
 
     def _schedule(self, op: QueueOp) -> None:
         track = self.recorder.track("host", f"host thread {op.thread}")

@@ -341,3 +341,28 @@ def test_a_host_call_may_join_a_thread_that_only_computes(make):
     dev.queue_host_call([], [(done, 1)], fn)
     done.wait(1, WAIT)
     assert out == [499500]
+
+
+def test_a_sim_sync_host_call_may_join_a_thread_that_calls_the_device(make):
+    """On sim:sync the host call runs on the calling thread inside its queue call, like local-sync:
+    the device lock is released meanwhile, so a thread it starts and joins can signal (it hung)."""
+    dev = make("sync")
+    s, done = dev.create_semaphore(), dev.create_semaphore()
+    seen = []
+
+    def fn(args, ctx):
+        t = threading.Thread(target=lambda: s.signal(1))
+        t.start()
+        t.join()
+        seen.append(s.query())
+
+    def program():
+        dev.queue_host_call([], [(done, 1)], fn)
+        return done.query()
+
+    out = []
+    runner = start(lambda: out.append(program()))
+    runner.join(WAIT)
+    assert not runner.is_alive(), "the host call hung"
+    assert out == [1] and seen == [1]
+    assert [e["cause"] for e in dev.trace.events("signal") if e["sem"] == s.id] == ["host:2"]
