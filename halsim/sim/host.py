@@ -8,8 +8,9 @@ are the registered live threads plus threads started after the device was create
 called it yet (for at most :data:`GRACE_S` of real time, so an unrelated thread cannot freeze the
 simulation). Whoever blocks last *drives*: it steps the SimPy environment until some blocked call is
 released (its condition held, its deadline passed, or a deadlock was found), and the released threads
-are woken through condition variables. Blocked threads poll every :data:`POLL_S` so they notice dead
-threads; nothing here sleeps in real time otherwise.
+are woken through condition variables. Blocked threads poll (from :data:`FIRST_POLL_S`, doubling up
+to :data:`POLL_S`) so they notice dead threads and threads that went idle in a Python wait; nothing
+here sleeps in real time otherwise.
 
 One relaxation keeps ``Thread.join`` on a thread blocked in the device from hanging: a running thread
 that made no device call for :data:`STALL_S` of real time is *stalled*. Stalled threads let simulated
@@ -51,6 +52,9 @@ from .deadlock import deadlock_error
 from .host_waits import CONDITION, JOIN, WAKING, describe, host_wait
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
+# A blocked call's first checks come sooner (doubling up to POLL_S): another thread that just
+# left the device for a Python wait (Queue.get...) is noticed without a whole POLL_S.
+FIRST_POLL_S = 0.0002
 GRACE_S = 2.0  # real seconds an unregistered new thread counts as "about to call the device"
 STALL_S = 0.1  # real seconds without a device call after which a running thread no longer holds back work
 INF = float("inf")
@@ -152,20 +156,24 @@ class HostThreads:
 
     def await_earlier_threads(self) -> None:
         """Before the calling thread registers (lock held), let threads started before it register
-        first (or die, or outlive GRACE_S), so thread indices follow start order, not a race."""
+        first (or die, or outlive GRACE_S, or wait in a Python primitive), so thread indices follow
+        start order, not a race."""
         me = threading.current_thread()
         cond = None
         while True:
             now = time.monotonic()
             earlier = False
+            frames = None
             for t in threading.enumerate():  # live threads, in the order they were started
                 if t is me:
                     break
                 if t in self._known:
                     continue
                 if now - self._first_seen.setdefault(t, now) < GRACE_S:
-                    earlier = True
-                    break
+                    frames = frames or sys._current_frames()
+                    if self._quiet(t, frames, set()) is None:  # not idle in Queue.get or the like
+                        earlier = True
+                        break
             if not earlier:
                 return
             cond = cond or threading.Condition(self.lock)
@@ -229,13 +237,15 @@ class HostThreads:
         ht.state = BLOCKED
         ht.block = b
         self._changes += 1
+        poll = FIRST_POLL_S
         try:
             while b.state != RELEASED:
                 who = self.candidates()
                 if who != ACTIVE:
                     self._drive(who)
                 if b.state != RELEASED:
-                    b.cond.wait(POLL_S)
+                    b.cond.wait(poll)
+                    poll = min(2 * poll, POLL_S)
         finally:
             ht.block = None
             ht.state = RUNNING
@@ -304,18 +314,25 @@ class HostThreads:
                 if now - ht.active_at < STALL_S:
                     return ACTIVE
                 stalled = True
+        # Threads the simulator does not hold: one started after the device that has not called it
+        # yet may be about to (for GRACE_S), unless it waits as above; and any that does not wait
+        # so might wake a thread waiting in a Python primitive.
         me = current_thread()
+        outside_busy = False
         for t in threading.enumerate():
-            if t in self._known:
-                if host_waits and t is not me and self.record_of(t) is None and \
-                        self._quiet(t, frames, set()) is None:
-                    stalled = True  # an outside thread may notify a waiting host thread
+            if t is me or self.record_of(t) is not None:
                 continue
-            first = self._first_seen.setdefault(t, now)
-            if now - first < GRACE_S:
-                return ACTIVE
-            if host_waits and self._quiet(t, frames, set()) is None:
-                stalled = True
+            if frames is None:
+                frames = sys._current_frames()
+            quiet = self._quiet(t, frames, set())
+            if quiet is None:
+                if t not in self._known and now - self._first_seen.setdefault(t, now) < GRACE_S:
+                    return ACTIVE
+                outside_busy = True
+            elif quiet == CONDITION:
+                host_waits = True
+        if host_waits and outside_busy:
+            stalled = True
         if len(self._first_seen) > 64:
             self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
         return STALLED if stalled else ALL_BLOCKED

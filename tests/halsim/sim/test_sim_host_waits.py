@@ -191,3 +191,20 @@ def test_an_outside_thread_that_may_wake_a_waiting_thread_keeps_it_unblocked(mak
         join(feeder)
         join(t)
     assert s.query() == 1
+
+
+def test_a_new_thread_idle_in_queue_get_does_not_hold_time_back_for_its_grace_period(make):
+    """Pool workers started but never given work have not called the device: they used to count
+    as "about to" for 2 s of real time (GRACE_S) even while idle in Queue.get."""
+    dev = make("generic", cost_model=costs())
+    q = queue.Queue()
+    workers = [start(q.get) for _ in range(3)]
+    try:
+        t0 = time.perf_counter()
+        assert in_thread(lambda: dev.sleep(0.001)) is None
+        assert time.perf_counter() - t0 < 1.0  # GRACE_S is 2.0
+    finally:
+        for t in workers:
+            q.put(None)
+            join(t)
+    assert dev.now() == 1_000_000
