@@ -1,0 +1,80 @@
+"""Real time a multi-thread host program takes on the simulator: worker threads fed through a
+``queue.Queue`` (or a ``ThreadPoolExecutor``) submit chains of fills and wait for them, while the main
+thread waits for every item. Virtual time advances only when no host thread can call the device, so
+what this measures is how quickly the simulator sees that the idle workers cannot (before 2026-11-24
+it waited 100 ms of real time for each, then treated them as "stalled").
+
+Command (the figures go in BENCHMARKS.md):
+
+    .venv/bin/python benchmarks/host_threads.py [--devices sim,sim:cuda] [--items 40] [--workers 4]
+
+Prints, per device and feeding mode, the real seconds, the virtual makespan and the real time per item.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def program(uri: str, mode: str, items: int, workers: int) -> tuple[float, int]:
+    from reference import hal
+
+    dev = hal.create_device(uri)
+    try:
+        sems = [dev.create_semaphore() for _ in range(items)]
+        buf = dev.allocator.allocate_buffer(64 * items)
+
+        def item(i: int) -> None:
+            s = sems[i]
+            for k in range(3):
+                dev.queue_fill([(s, k)], [(s, k + 1)], buf, 64 * i, 64, k + 1, 1)
+            s.wait(2, 30.0)  # the worker waits for part of its chain
+
+        t0 = time.perf_counter()
+        if mode == "queue":
+            q: queue.Queue = queue.Queue()
+
+            def worker() -> None:
+                while (i := q.get()) is not None:
+                    item(i)
+
+            threads = [threading.Thread(target=worker) for _ in range(workers)]
+            for t in threads:
+                t.start()
+            for i in range(items):
+                q.put(i)
+                sems[i].wait(3, 30.0)  # main waits for each item before feeding the next
+            for _ in threads:
+                q.put(None)
+            for t in threads:
+                t.join(60)
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                for i in range(items):
+                    pool.submit(item, i)
+                    sems[i].wait(3, 30.0)
+        return time.perf_counter() - t0, dev.now()
+    finally:
+        dev.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--devices", default="sim,sim:cuda", help="comma-separated sim devices (default: %(default)s)")
+    ap.add_argument("--items", type=int, default=40, help="work items fed to the workers (default: %(default)s)")
+    ap.add_argument("--workers", type=int, default=4, help="worker threads (default: %(default)s)")
+    args = ap.parse_args()
+    print(f"{'device':12} {'mode':6} {'real s':>8} {'ms/item':>8} {'makespan ns':>14}")
+    for uri in args.devices.split(","):
+        for mode in ("queue", "pool"):
+            real, now = program(uri, mode, args.items, args.workers)
+            print(f"{uri:12} {mode:6} {real:8.3f} {1e3 * real / args.items:8.2f} {now:14,}")
+
+
+if __name__ == "__main__":
+    main()
