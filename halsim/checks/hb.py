@@ -115,12 +115,15 @@ class HappensBefore:
         m = self.model
         for op_id in m.ops:
             self.node_of_op[op_id] = self._new()
+        released: dict[int, int] = {}  # host_sync id → its release's node
         for thread, events in m.host.items():
             nodes = self.host_nodes.setdefault(thread, [])
             for ev in events:
                 n = self._new()
                 if ev.kind in ("signal", "fail", "access"):   # what signal_node and the hazard checks
                     self.node_of_host[ev.idx] = n              # look up; not every call
+                elif ev.kind == "release":
+                    released[ev.value] = n
                 if nodes:
                     self._deps[n].append(nodes[-1])
                 nodes.append(n)
@@ -145,6 +148,10 @@ class HappensBefore:
                         k_last = bisect_left([e.idx for e in joined], ev.idx) - 1
                         if k_last >= 0:
                             self._deps[n].append(self.host_nodes[ev.value][k_last])
+                elif ev.kind == "acquire":  # Queue.get, Event.wait...: after the matching put, set...
+                    src = released.get(ev.value)
+                    if src is not None:
+                        self._deps[n].append(src)
                 elif ev.kind == "wait" and ev.status == 0:
                     for sem, value in ev.wait:
                         src = self._source(sem, value, ev.idx)

@@ -94,7 +94,8 @@ class Op:
 class HostEvent:
     """One host-thread call that matters for ordering, in program order."""
 
-    kind: str          # enqueue | signal | fail | wait | access | join (value: the joined thread)
+    kind: str          # enqueue | signal | fail | wait | access | join (value: the joined thread) |
+                       # release | acquire (value: the host_sync id)
     idx: int           # stream position
     op: str | None = None
     sem: str | None = None
@@ -225,6 +226,8 @@ class TraceModel:
                     host(int(cause[5:])).append(HostEvent("fail", idx, sem=e["sem"]))
             elif ev == "host_join":
                 host(e["thread"]).append(HostEvent("join", idx, value=e["joined"]))
+            elif ev == "host_sync":
+                host(e["thread"]).append(HostEvent(e["role"], idx, value=e["sync"]))
             elif ev == "host_wait":
                 host(e["thread"]).append(HostEvent(
                     "wait", idx, wait=[(s, v) for s, v in e["wait"]], mode=e.get("mode", "all"),

@@ -45,6 +45,7 @@ from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
+SYNC_LOCK_S = 1.0  # real seconds a traced Queue.put/Event.set... waits for the device lock
 JOIN_POLL_S = 0.01  # a host call joining a thread: how often it looks whether the thread waits for the device
 OPTIONS = {"queues": 1, "cost_model": None, "seed": 0, "max_concurrency": 4, "retain_resources": True,
            "faults": None, "fault_rate": 0.0}
@@ -204,6 +205,17 @@ class SimDevice(Device):
     def _trace_join(self, thread: int, joined: int) -> None:
         with self._lock:  # (at the joiner's clock, among the device calls)
             super()._trace_join(thread, joined)
+
+    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> None:
+        # At the calling thread's clock, among the device calls. A put made while holding a lock
+        # that a host call the simulator runs (holding the device) waits for must not hang: after
+        # SYNC_LOCK_S it is traced without the lock.
+        locked = self._lock.acquire(timeout=SYNC_LOCK_S)
+        try:
+            super()._trace_sync(thread, role, sync, via)
+        finally:
+            if locked:
+                self._lock.release()
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count

@@ -35,8 +35,15 @@ import threading
 
 JOIN, CONDITION, WAKING = "join", "condition", "waking"
 
-_JOIN_CODES = (threading.Thread.join.__code__, threading.Thread._wait_for_tstate_lock.__code__)
-_CONDITION_WAIT = threading.Condition.wait.__code__
+def _code(fn):
+    """The code of ``fn`` itself, under any wrapper (reference.hal.host_join/host_sync wrap some)."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__code__
+
+
+_JOIN_CODES = (_code(threading.Thread.join), _code(threading.Thread._wait_for_tstate_lock))
+_CONDITION_WAIT = _code(threading.Condition.wait)
 
 
 def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread | None] | None:
@@ -61,26 +68,29 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
         target = frame.f_locals.get("self")
         return (JOIN, target) if isinstance(target, threading.Thread) else None
     pool = sys.modules.get("concurrent.futures.thread")
-    if pool is not None and code is pool._worker.__code__:
+    if pool is not None and code is _code(pool._worker):
         work = frame.f_locals.get("work_queue")
         if work is not None and work.empty():
             return CONDITION, None  # idle: blocked in (or about to block in) work_queue.get()
     return None
 
 
-# Modules whose frames are the primitive itself, not the program waiting in it.
-_PRIMITIVES = ("threading", "queue", "concurrent.futures._base", "concurrent.futures.thread",
-               "reference.hal.host_join")
+# Modules whose frames are the primitive itself, not the program waiting in it; and the wrappers
+# reference.hal installs over some of them (whose inner frame names the primitive).
+_PRIMITIVES = ("threading", "queue", "concurrent.futures._base", "concurrent.futures.thread")
+_WRAPPERS = ("reference.hal.host_join", "reference.hal.host_sync")
 
 
 def describe(frame) -> str:
     """Where a waiting thread waits, for reports: the primitive the program called and the program's
     line, e.g. ``"Queue.get at worker.py:12"``."""
     api = None
-    while frame is not None and frame.f_globals.get("__name__") in _PRIMITIVES:
-        api = frame.f_code.co_qualname
-        if frame.f_globals["__name__"] == "reference.hal.host_join":
-            api = "Thread.join"  # the wrapper traced joins install over it
+    while frame is not None:
+        module = frame.f_globals.get("__name__")
+        if module in _PRIMITIVES:
+            api = frame.f_code.co_qualname
+        elif module not in _WRAPPERS:
+            break
         frame = frame.f_back
     if frame is None:
         return api or "?"
@@ -92,14 +102,13 @@ def _future_thread(frame, frames: dict, host_threads) -> threading.Thread | None
     """If ``frame`` is ``Future.result``/``exception``, the host thread running that future's
     ``ThreadPoolExecutor`` work item, if any."""
     futures = sys.modules.get("concurrent.futures._base")
-    if futures is None or frame.f_code not in (futures.Future.result.__code__,
-                                               futures.Future.exception.__code__):
+    if futures is None or frame.f_code not in (_code(futures.Future.result), _code(futures.Future.exception)):
         return None
     future = frame.f_locals.get("self")
     pool = sys.modules.get("concurrent.futures.thread")
     if pool is None or future is None:
         return None
-    run = pool._WorkItem.run.__code__
+    run = _code(pool._WorkItem.run)
     for ht in host_threads:
         f = frames.get(ht.thread.ident)
         while f is not None:

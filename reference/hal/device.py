@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 
-from . import host_join
+from . import host_join, host_sync
 from .allocator import Allocator
 from .buffer import Buffer, BufferRef, as_ref
 from .command_buffer import _INLINE, CommandBuffer, check_dispatch
@@ -58,7 +58,9 @@ class Device:
         self._counters: dict[str, itertools.count] = {}
         self._threads: dict[int, tuple] = {}  # thread ident → (thread, index): idents are reused
         self._thread_index: dict = weakref.WeakKeyDictionary()   # thread → index (host_join)
-        self._pending_joins: dict = weakref.WeakKeyDictionary()  # thread → indexes it joined before its first call
+        # thread → host edges it received before its first call: ("join", joined) / ("acquire", sync, via)
+        self._pending_edges: dict = weakref.WeakKeyDictionary()
+        self._sync_ids = itertools.count()  # host_sync ids (reference.hal.host_sync)
         self._op_seq: dict[int, itertools.count] = {}
         self._thread_lock = threading.Lock()
         self._queue_of: dict[int, int] = {}  # queue_affinity → queue index, for masks already checked
@@ -67,6 +69,7 @@ class Device:
         self.recorder = Recorder(self.trace, self.now)
         self.allocator = Allocator(self)
         host_join.watch(self)
+        host_sync.install()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri!r}>"
@@ -118,13 +121,17 @@ class Device:
         entry = self._threads.get(threading.get_ident())
         return entry[1] if entry is not None and entry[0] is threading.current_thread() else None
 
-    # -- Thread.join (reference.hal.host_join) --------------------------------------------------------
+    # -- Thread.join (reference.hal.host_join) and hand-offs (reference.hal.host_sync) ------------------
 
     def _thread_registered(self, thread: threading.Thread, index: int) -> None:
-        """``thread`` became host thread ``index``: trace the joins it made before its first call."""
+        """``thread`` became host thread ``index``: trace the joins and acquires it made before its
+        first call."""
         self._thread_index[thread] = index
-        for joined in self._pending_joins.pop(thread, ()):
-            self._trace_join(index, joined)
+        for edge in self._pending_edges.pop(thread, ()):
+            if edge[0] == "join":
+                self._trace_join(index, edge[1])
+            else:
+                self._trace_sync(index, "acquire", edge[1], edge[2])
 
     def _joining(self, thread: threading.Thread, timeout: float | None) -> bool:
         """``thread.join(timeout)`` is about to be called: True if this device joined it itself
@@ -143,15 +150,38 @@ class Device:
         joined = self._thread_index.get(thread)
         if joined is None or self._closed:
             return
-        me = threading.current_thread()
-        index = self._thread_index.get(me)
+        index = self.known_host_thread()
         if index is None:
-            self._pending_joins.setdefault(me, []).append(joined)
+            self._pending_edges.setdefault(threading.current_thread(), []).append(("join", joined))
         else:
             self._trace_join(index, joined)
 
     def _trace_join(self, thread: int, joined: int) -> None:
         self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined})
+
+    def _host_release(self, via: str) -> int | None:
+        """The calling thread hands something to another thread (``via``, e.g. "Queue.put"): trace
+        the release if it is a host thread of this open device and return its sync id, else None."""
+        index = None if self._closed else self.known_host_thread()
+        if index is None:
+            return None
+        sync = next(self._sync_ids)
+        self._trace_sync(index, "release", sync, via)
+        return sync
+
+    def _host_acquire(self, sync: int, via: str) -> None:
+        """The calling thread received what release ``sync`` of this device handed over."""
+        if self._closed:
+            return
+        index = self.known_host_thread()
+        if index is None:
+            self._pending_edges.setdefault(threading.current_thread(), []).append(("acquire", sync, via))
+        else:
+            self._trace_sync(index, "acquire", sync, via)
+
+    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> None:
+        self.recorder.emit({"ev": "host_sync", "t": self.now(), "thread": thread, "role": role,
+                            "sync": sync, "via": via})
 
     def _check_open(self) -> None:
         if self._closed:

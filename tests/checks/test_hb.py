@@ -1,6 +1,11 @@
 """The happens-before model: exact answers for each kind of edge, on real device traces."""
 
+import queue
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from halsim.checks import HappensBefore, TraceModel
 from halsim.checks.model import device_ordering
@@ -179,49 +184,118 @@ def test_a_wait_on_a_recorded_event_orders_even_when_its_signal_is_refused():
         dev.close()
 
 
-def _fill_in_threads(dev, join: bool) -> list:
-    """Two workers each fill a buffer and wait for it; the main thread then reads both back, after
-    joining them (``join``) or after an Event each worker sets (which no trace event records)."""
+def _fill_in_threads(dev, how: str) -> list:
+    """Two workers each fill a buffer and wait for it, then hand "done" to the main thread, which
+    reads both buffers back: ``how`` is the hand-off — "join" (Thread.join), "event", "queue",
+    "lifo", "future" (Future.result of a thread pool), "priority" (a PriorityQueue, not recorded) or
+    "poll" (a flag polled under a lock, which no trace event records)."""
     bufs = [dev.allocator.allocate_buffer(16) for _ in range(2)]
     sems = [dev.create_semaphore() for _ in range(2)]
     done = [threading.Event() for _ in range(2)]
+    box = {"queue": queue.Queue(), "lifo": queue.LifoQueue(), "priority": queue.PriorityQueue()}.get(how)
+    lock, flags = threading.Lock(), [False, False]
 
     def worker(k):
         dev.queue_fill([], [(sems[k], 1)], bufs[k], 0, 16, k + 1, 1)
         sems[k].wait(1, 10)
-        done[k].set()
+        if how == "event":
+            done[k].set()
+        elif box is not None:
+            box.put(k)
+        elif how == "poll":
+            with lock:
+                flags[k] = True
 
+    if how == "future":
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(worker, k) for k in range(2)]
+            for f in futures:
+                f.result(10)
+            return [b.map_read() for b in bufs]
     workers = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
     for t in workers:
         t.start()
-    for t, d in zip(workers, done):
-        if join:
+    for k, t in enumerate(workers):
+        if how == "join":
             t.join(10)
+        elif how == "event":
+            assert done[k].wait(10)
+        elif box is not None:
+            box.get(timeout=10)
         else:
-            assert d.wait(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                with lock:
+                    if flags[k]:
+                        break
+                time.sleep(0.001)
     out = [b.map_read() for b in bufs]
     for t in workers:
         t.join(10)
     return out
 
 
-def test_thread_join_orders_the_joined_thread_before_the_joiner():
+@pytest.mark.parametrize("uri", ["local-task", "sim", "sim:metal", "opencl"])
+def test_host_hand_offs_order_the_giving_thread_before_the_receiver(uri):
+    """Thread.join, Event, Queue/LifoQueue and thread-pool futures are traced (host_join, host_sync)
+    and order the workers' fills before the main thread's reads; a PriorityQueue or a flag polled
+    under a lock is not, and the reads race with the fills as far as the trace shows."""
     from halsim.checks import check_trace
 
-    for uri in ("local-task", "sim", "sim:metal"):
-        for join in (True, False):
-            with hal.create_device(uri) as dev:
-                dev.create_semaphore()  # the main thread is host thread 0
-                assert _fill_in_threads(dev, join) == [b"\x01" * 16, b"\x02" * 16]
-                trace = dev.trace
-            joins = [(e["thread"], e["joined"]) for e in trace.events("host_join")]
-            hazards = sorted((f.rule, f.ops[0]) for f in check_trace(trace).findings)
-            if join:
-                assert joins[:2] == [(0, 1), (0, 2)], uri
-                assert hazards == [], uri
-            else:  # an Event is invisible to the trace: the reads race with the fills, as far as it shows
-                assert joins[:2] == [(0, 1), (0, 2)], uri  # (the final joins, after the reads)
-                assert hazards == [("hazard.raw", "1:0.0"), ("hazard.raw", "2:0.0")], uri
+    if uri == "opencl":
+        pytest.importorskip("pyopencl")
+    for how in ("join", "event", "queue", "lifo", "future", "priority", "poll"):
+        with hal.create_device(uri) as dev:
+            dev.create_semaphore()  # the main thread is host thread 0
+            assert _fill_in_threads(dev, how) == [b"\x01" * 16, b"\x02" * 16], (uri, how)
+            trace = dev.trace
+        joins = [(e["thread"], e["joined"]) for e in trace.events("host_join")]
+        syncs = sorted((e["role"], e["via"]) for e in trace.events("host_sync"))
+        hazards = sorted((f.rule, f.ops[0]) for f in check_trace(trace).findings)
+        if how != "future":
+            assert joins[:2] == [(0, 1), (0, 2)], (uri, how)  # (except for "join": the final joins)
+        if how in ("join", "priority", "poll"):
+            assert syncs == [], (uri, how)
+        elif how == "future":  # submit → work item start, then set_result → result
+            assert syncs == [("acquire", "Future.result")] * 2 + [("acquire", "work item start")] * 2 + \
+                [("release", "Executor.submit")] * 2 + [("release", "Future.set_result")] * 2, (uri, how)
+        else:
+            via, got, put = {"event": ("Event", "wait", "set"), "queue": ("Queue", "get", "put"),
+                             "lifo": ("LifoQueue", "get", "put")}[how]
+            assert syncs == [("acquire", f"{via}.{got}")] * 2 + [("release", f"{via}.{put}")] * 2, (uri, how)
+        if how in ("priority", "poll"):
+            assert hazards == [("hazard.raw", "1:0.0"), ("hazard.raw", "2:0.0")], (uri, how)
+        else:
+            assert hazards == [], (uri, how)
+
+
+@pytest.mark.parametrize("uri", ["local-task", "sim"])
+def test_a_hand_off_before_the_worker_waits_still_leaves_the_race(uri):
+    """The release is cut where it happened: an Event set before the worker waited for its fill
+    orders nothing after the fill, so main's copy out of the buffer still races with it."""
+    from halsim.checks import check_trace
+
+    with hal.create_device(uri) as dev:
+        dev.create_semaphore()
+        bufs = [dev.allocator.allocate_buffer(16) for _ in range(2)]
+        s, ev = dev.create_semaphore(), threading.Event()
+
+        def worker():
+            dev.queue_fill([], [(s, 1)], bufs[0], 0, 16, 1, 1)
+            ev.set()  # too early: the fill may still be running
+            s.wait(1, 10)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        assert ev.wait(10)
+        done = dev.create_semaphore()
+        dev.queue_copy([], [(done, 1)], bufs[0], 0, bufs[1], 0, 16)  # reads bufs[0]
+        done.wait(1, 10)
+        t.join(10)
+        trace = dev.trace
+    assert [(e["role"], e["via"]) for e in trace.events("host_sync")] == \
+        [("release", "Event.set"), ("acquire", "Event.wait")]
+    assert sorted(f.rule for f in check_trace(trace).findings if f.rule.startswith("hazard")) == ["hazard.raw"]
 
 
 def test_an_in_order_queue_runs_a_sim_thread_calls_in_clock_order_not_trace_order():

@@ -1,0 +1,97 @@
+"""reference.hal.host_sync: Python hand-offs between host threads traced as host_sync pairs, with
+exact ids, threads and roles; each item's token follows that item through FIFO and LIFO queues."""
+
+import queue
+import threading
+from concurrent.futures import Future
+
+from reference import hal
+from tests.conftest import WAIT, join
+
+
+def syncs(dev) -> list:
+    return [(e["thread"], e["role"], e["sync"], e["via"]) for e in dev.trace.events("host_sync")]
+
+
+def in_thread(fn, *args) -> None:
+    t = threading.Thread(target=fn, args=args)
+    t.start()
+    join(t)
+
+
+def test_each_queue_item_carries_its_own_release_fifo_and_lifo():
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()                                     # main: host thread 0
+        fifo, lifo = queue.Queue(), queue.LifoQueue()
+        in_thread(lambda: (dev.create_semaphore(), fifo.put("a"), lifo.put("a")))  # thread 1: ids 0, 1
+        in_thread(lambda: (dev.create_semaphore(), fifo.put("b"), lifo.put("b")))  # thread 2: ids 2, 3
+        assert [fifo.get(timeout=WAIT), fifo.get(timeout=WAIT)] == ["a", "b"]
+        assert [lifo.get(timeout=WAIT), lifo.get(timeout=WAIT)] == ["b", "a"]
+        assert syncs(dev)[4:] == [(0, "acquire", 0, "Queue.get"), (0, "acquire", 2, "Queue.get"),
+                                  (0, "acquire", 3, "LifoQueue.get"), (0, "acquire", 1, "LifoQueue.get")]
+
+
+def test_items_put_before_any_release_keep_the_tokens_aligned():
+    q = queue.Queue()
+    q.put("old")                                                  # no device yet: no token
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()
+        q.put("new")                                              # release 0, by thread 0
+        in_thread(lambda: (dev.create_semaphore(), q.get(timeout=WAIT), q.get(timeout=WAIT)))
+        assert syncs(dev) == [(0, "release", 0, "Queue.put"), (1, "acquire", 0, "Queue.get")]
+
+
+def test_a_receiver_that_has_not_called_the_device_gets_the_acquire_at_its_first_call():
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()
+        ev = threading.Event()
+        ev.set()                                                  # release 0 by thread 0
+
+        def receiver():
+            assert ev.wait(WAIT)                                  # not a host thread yet
+            assert syncs(dev) == [(0, "release", 0, "Event.set")]
+            dev.create_semaphore()                                # now thread 1: the acquire
+        in_thread(receiver)
+        assert syncs(dev) == [(0, "release", 0, "Event.set"), (1, "acquire", 0, "Event.wait")]
+
+
+def test_hand_offs_by_threads_that_never_called_the_device_are_not_traced():
+    with hal.create_device("local-task") as dev:
+        q = queue.Queue()
+        in_thread(q.put, 1)                                       # not a host thread: no release
+        dev.create_semaphore()
+        assert q.get(timeout=WAIT) == 1
+        f = Future()
+        in_thread(f.set_result, 2)
+        assert f.result(WAIT) == 2
+        assert syncs(dev) == []
+
+
+def test_a_future_failed_or_timed_out():
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()
+        f, g = Future(), Future()
+        f.set_exception(ValueError("x"))                          # release 0
+        assert isinstance(f.exception(WAIT), ValueError)          # acquire 0
+        try:
+            g.result(0.01)                                        # times out: no acquire
+        except TimeoutError:
+            pass
+        assert syncs(dev) == [(0, "release", 0, "Future.set_exception"), (0, "acquire", 0, "Future.exception")]
+
+
+def test_nothing_is_traced_on_a_closed_device_and_a_wrapped_call_behaves_as_before():
+    dev = hal.create_device("local-task")
+    dev.create_semaphore()
+    dev.close()
+    q = queue.Queue(maxsize=1)
+    q.put(1)
+    try:
+        q.put(2, timeout=0.01)
+    except queue.Full:
+        pass
+    assert q.get_nowait() == 1 and q.empty()
+    ev = threading.Event()
+    assert ev.wait(0.01) is False
+    assert syncs(dev) == []
+    assert queue.Queue.get.__wrapped__.__module__ == "queue"
