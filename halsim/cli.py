@@ -18,6 +18,7 @@ import sys
 from reference import hal
 from reference.trace import Trace
 
+from .deadline import EXIT_TIMEOUT, ProgramTimeout, exit_now, run_with_timeout
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -27,6 +28,31 @@ from .campaigns import cli as campaigns_cli
 
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit status 2."""
+
+
+TIMEOUT_HELP = ("stop after this many seconds of real time: print where each thread is, save the trace so "
+                "far (--trace), exit with status 124 (default: no limit). The sim devices report deadlocks "
+                "by themselves; local-task and real devices wait forever for a value nobody signals")
+
+
+def _timeout(args) -> float | None:
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be > 0 seconds")
+    return args.timeout
+
+
+def _stuck(what: str, e: ProgramTimeout, trace_path: str | None = None, trace=None) -> None:
+    """Report a program that ran past --timeout (and save its trace so far); leave the process."""
+    print(f"halsim: {what} {e}; its threads were:", file=sys.stderr)
+    for line in e.threads:
+        print(f"  {line}", file=sys.stderr)
+    if trace_path and trace is not None:
+        try:
+            trace.save(trace_path)
+            print(f"halsim: the trace so far: {trace_path}", file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - the report above is what matters now
+            print(f"halsim: could not save the trace: {err}", file=sys.stderr)
+    exit_now(EXIT_TIMEOUT)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,19 +77,24 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--device", help="instead, run the single-queue pipeline on this device URI and summarize it")
     d.add_argument("--out", default="out", help="output directory (default: %(default)s)")
 
-    r = sub.add_parser("run", help="run a host program on a device and save its trace")
+    r = sub.add_parser("run", help="run a host program on a device and save its trace",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Exit status: 0 the program returned, 1 it raised a HalError (a DeadlockError on "
+                              "the sim devices),\n2 bad input, 124 --timeout passed.\n"
+                              "Example: halsim run prog.py:main --device local-task --trace t.json --timeout 60")
     r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
     r.add_argument("--device", default="local-task", help="device URI, e.g. local-sync, local-task (default: %(default)s)")
     r.add_argument("--trace", help="write the trace (JSON) to this path")
     r.add_argument("--plot", help="also write a timeline plot of the trace (.png or .svg)")
     r.add_argument("--perfetto", help="also write the trace as a Perfetto file (.pftrace)")
+    r.add_argument("--timeout", type=float, metavar="SECONDS", help=TIMEOUT_HELP)
 
     t = sub.add_parser("difftest", help="run a program on a real backend and on its model; compare outputs, "
                        "ordering and timing", description="Run PROGRAM on the reference device, on the model "
                        "(--sim) and --runs times on the real device (--real); report whether every buffer read "
                        "back is byte-equal everywhere, whether the real traces respect every happens-before "
                        "edge and the model's queue order, and the timing error. Exit 0 agree, 1 differ, 2 bad "
-                       "input. Example: halsim difftest prog.py:main --real opencl --runs 3")
+                       "input, 124 --timeout passed. Example: halsim difftest prog.py:main --real opencl --runs 3")
     t.add_argument("program", help="file.py[:function] — a function taking the device; its map_read results "
                    "(on the calling thread) and return value are compared")
     t.add_argument("--real", default="opencl", help="the real device URI (default: %(default)s)")
@@ -74,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                    "fraction (e.g. 0.25)")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--out", help="write the traces (reference, sim, real.N) into this directory")
+    t.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after this many seconds of real time "
+                   "(all runs together): print where each thread is, exit with status 124 (default: no limit)")
 
     sub.add_parser("devices", help="list registered drivers and the devices they offer")
     trace_cli.add_parsers(sub)  # export, stats, plot, diff (docs/trace-tools.md)
@@ -142,16 +175,24 @@ def cmd_demo(args) -> int:
 def cmd_run(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: expected a .png or .svg file name")
+    timeout = _timeout(args)
     fn = load_program(args.program)
-    with _create(args.device) as dev:
-        try:
-            fn(dev)
-        except hal.HalError as e:  # a deadlock report or a failure the program did not handle
-            print(f"halsim: {args.program} on {args.device} raised {e}", file=sys.stderr)
-            return 1
-        finally:
-            if args.trace:
-                dev.trace.save(args.trace)
+    dev = _create(args.device)
+    try:
+        run_with_timeout(lambda: fn(dev), timeout)
+    except ProgramTimeout as e:  # (the stuck threads keep the device: it is not closed)
+        _stuck(f"{args.program} on {args.device}", e, args.trace, dev.trace)
+    except KeyboardInterrupt:
+        if timeout is None:
+            raise
+        exit_now(130)  # the program's thread cannot be interrupted; leave without waiting for it
+    except hal.HalError as e:  # a deadlock report or a failure the program did not handle
+        print(f"halsim: {args.program} on {args.device} raised {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.trace:
+            dev.trace.save(args.trace)
+        dev.close()
     if args.trace:
         print(summarize(Trace.load(args.trace), title=f"{args.program} on {args.device}"))
         print(f"trace: {args.trace}")
@@ -174,8 +215,13 @@ def cmd_difftest(args) -> int:
     sim = args.sim or f"sim:{args.real.split('?')[0].split(':')[0]}"
     for uri in (args.real, sim, args.reference):
         _create(uri).close()  # bad or unavailable device URIs: one line, exit 2, before running anything
-    report = difftest(fn, args.real, sim, args.runs, args.reference, args.tolerance,
-                      progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr))
+    timeout = _timeout(args)
+    try:
+        report = run_with_timeout(lambda: difftest(
+            fn, args.real, sim, args.runs, args.reference, args.tolerance,
+            progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr)), timeout)
+    except ProgramTimeout as e:
+        _stuck(f"difftest of {args.program}", e)
     traces = report.pop("traces")
     if args.out:
         try:

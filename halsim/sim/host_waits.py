@@ -77,25 +77,34 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
 
 # Modules whose frames are the primitive itself, not the program waiting in it; and the wrappers
 # reference.hal installs over some of them (whose inner frame names the primitive).
-_PRIMITIVES = ("threading", "queue", "concurrent.futures._base", "concurrent.futures.thread")
+PRIMITIVES = ("threading", "queue", "concurrent.futures")
 _WRAPPERS = ("reference.hal.host_join", "reference.hal.host_sync")
 
 
-def describe(frame) -> str:
-    """Where a waiting thread waits, for reports: the primitive the program called and the program's
-    line, e.g. ``"Queue.get at worker.py:12"``."""
-    api = None
+def describe(frame, library: tuple[str, ...] = PRIMITIVES) -> str:
+    """Where a waiting thread waits, for reports: the outermost call into ``library`` (modules or
+    packages, by name) and the program's line that made it, e.g. ``"Queue.get at worker.py:12"``."""
+    api, innermost = None, frame
     while frame is not None:
-        module = frame.f_globals.get("__name__")
-        if module in _PRIMITIVES:
+        module = frame.f_globals.get("__name__") or ""
+        if module in _WRAPPERS:
+            pass
+        elif any(module == p or module.startswith(p + ".") for p in library) and \
+                not frame.f_code.co_filename.startswith("<"):  # (code compiled from a string is the program's)
             api = frame.f_code.co_qualname
-        elif module not in _WRAPPERS:
+        else:
             break
         frame = frame.f_back
-    if frame is None:
-        return api or "?"
-    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    if frame is None:  # all library (a driver's own thread): where it is, innermost
+        if innermost is None:
+            return "?"
+        return f"{innermost.f_code.co_qualname} at {_file_line(innermost)}"
+    where = _file_line(frame)
     return f"{api} at {where}" if api else where
+
+
+def _file_line(frame) -> str:
+    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
 
 
 def _future_thread(frame, frames: dict, host_threads) -> threading.Thread | None:

@@ -107,3 +107,59 @@ def test_a_deadlocked_program_is_reported_with_its_trace(tmp_path, capsys):
 def test_demo_on_devices_with_in_order_waits_submits_producers_first(device, tmp_path, capsys):
     assert main(["demo", "--device", device, "--out", str(tmp_path)]) == 0
     assert "output check: OK" in capsys.readouterr().out
+
+
+HANG = ("import threading\n\n"
+        "def wait(s, errors):\n"
+        "    try:\n"
+        "        s.wait(1)\n"
+        "    except Exception as e:\n"
+        "        errors.append(e)\n\n"
+        "def main(dev):\n"
+        "    s, never = dev.create_semaphore(), dev.create_semaphore()\n"
+        "    dev.queue_barrier([(never, 1)], [(s, 1)])\n"
+        "    errors = []\n"
+        "    t = threading.Thread(target=wait, args=(s, errors), name='waiter')\n"
+        "    t.start()\n"
+        "    t.join()\n"
+        "    if errors:\n"
+        "        raise errors[0]\n")
+WAIT_LINE, JOIN_LINE = 5, 15  # of s.wait(1) and t.join() in HANG
+
+
+def test_run_timeout_reports_where_the_threads_are_saves_the_trace_and_exits_124(tmp_path):
+    """local-task waits forever for a value nobody signals (as IREE does): --timeout ends the command
+    (a subprocess: it leaves with os._exit, since the stuck threads cannot be stopped)."""
+    prog = tmp_path / "hang.py"
+    prog.write_text(HANG)
+    trace = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "run", str(prog), "--device", "local-task",
+                        "--timeout", "0.5", "--trace", str(trace)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 124, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"halsim: {prog} on local-task did not finish within 0.5 s of real time; its threads were:"
+    assert lines[1] == f"  thread 'halsim program': in Thread.join at hang.py:{JOIN_LINE}"
+    assert f"  thread 'waiter': in Semaphore.wait at hang.py:{WAIT_LINE}" in lines
+    assert lines[-1] == f"halsim: the trace so far: {trace}"
+    assert [op["kind"] for op in Trace.load(trace).operations()] == ["barrier"]
+
+
+def test_run_timeout_is_not_needed_on_the_sim_and_must_be_positive(tmp_path, capsys):
+    prog = tmp_path / "hang.py"
+    prog.write_text(HANG)
+    assert main(["run", str(prog), "--device", "sim", "--timeout", "30"]) == 1  # the waiter got the report
+    assert f"halsim: {prog} on sim raised ABORTED: deadlock: host thread 1 in wait_semaphores(all) can " \
+           "never return" in capsys.readouterr().err
+    assert main(["run", str(prog), "--timeout", "0"]) == 2
+    assert capsys.readouterr().err == "halsim: error: --timeout 0: must be > 0 seconds\n"
+
+
+def test_difftest_timeout(tmp_path):
+    prog = tmp_path / "hang.py"
+    prog.write_text(HANG)
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "difftest", str(prog), "--real", "local-sync",
+                        "--sim", "sim", "--reference", "local-task", "--timeout", "0.5"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 124, r.stderr
+    assert f"halsim: difftest of {prog} did not finish within 0.5 s of real time; its threads were:" in r.stderr
+    assert f"  thread 'waiter': in Semaphore.wait at hang.py:{WAIT_LINE}" in r.stderr
