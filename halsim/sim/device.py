@@ -132,6 +132,7 @@ class SimDevice(Device):
         self._thread_count = 0
         self._sim_thread: int | None = None
         self._host_call_op: QueueOp | None = None
+        self._released_at: dict[int, int] = {}  # host_sync id → the releasing thread's clock
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
@@ -202,8 +203,15 @@ class SimDevice(Device):
         frame = sys._current_frames().get(thread.ident)
         return frame is not None and frame.f_locals.get("self") is self
 
+    # A thread that receives something from another host thread — joins it, gets its Queue item,
+    # sees its Event set — cannot act before the giver did: its clock moves to the giver's clock
+    # then, plus the wake latency when it had been waiting (its clock was behind).
+
     def _trace_join(self, thread: int, joined: int) -> None:
         with self._lock:  # (at the joiner's clock, among the device calls)
+            giver = self.threads.record_at(joined)
+            if giver is not None:
+                self._received_at(self.env.now + giver.lag)  # (the joined thread's clock at its end)
             super()._trace_join(thread, joined)
 
     def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> None:
@@ -212,10 +220,18 @@ class SimDevice(Device):
         # SYNC_LOCK_S it is traced without the lock.
         locked = self._lock.acquire(timeout=SYNC_LOCK_S)
         try:
+            if role == "release":
+                self._released_at[sync] = self.now()
+            elif sync in self._released_at:
+                self._received_at(self._released_at[sync])
             super()._trace_sync(thread, role, sync, via)
         finally:
             if locked:
                 self._lock.release()
+
+    def _received_at(self, t: int) -> None:
+        if self.now() < t:
+            self.threads.move_to(t + self.cost.wake_ns)
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count

@@ -342,6 +342,10 @@ class HostThreads:
         ht = self._by_ident.get(thread.ident)
         return ht if ht is not None and ht.thread is thread else None
 
+    def record_at(self, index: int) -> HostThread | None:
+        """The record of the host thread with device index ``index``, if it registered."""
+        return next((ht for ht in self._order if ht.index == index), None)
+
     def is_blocked(self, thread: threading.Thread) -> bool:
         """Whether ``thread`` is a host thread blocked in a device call."""
         ht = self.record_of(thread)

@@ -208,3 +208,61 @@ def test_a_new_thread_idle_in_queue_get_does_not_hold_time_back_for_its_grace_pe
             q.put(None)
             join(t)
     assert dev.now() == 1_000_000
+
+
+def test_a_thread_handed_work_through_a_queue_acts_after_the_put_in_virtual_time(make):
+    """The receiver's clock moves to the put's (plus the wake latency: it had been waiting); its
+    submission used to be traced 18 µs before the put that caused it."""
+    dev = make("generic", cost_model=costs(host_api_ns=1000, wake_ns=50))
+    q, buf, s = queue.Queue(), dev.allocator.allocate_buffer(64), dev.create_semaphore()
+
+    def worker():
+        dev.sleep(0)
+        dev.queue_fill([], [(s, 1)], buf, 0, 64, q.get(), 1)
+
+    t = start(worker)
+    for _ in range(20):
+        dev.create_semaphore()  # main's clock runs ahead: 20 µs of host work
+    put_at = dev.now()
+    q.put(7)
+    s.wait(1, WAIT)
+    join(t)
+    (release, acquire) = dev.trace.events("host_sync")
+    (fill,) = dev.trace.events("op")
+    assert (release["t"], release["thread"], acquire["thread"]) == (put_at, 0, 1)
+    assert acquire["t"] == put_at + 50
+    assert fill["t"] == acquire["t"] + 1000  # (the fill's enqueue, after its host cost)
+
+
+def test_an_item_already_waiting_costs_the_receiver_no_wake_and_no_clock_move(make):
+    dev = make("generic", cost_model=costs(host_api_ns=1000, wake_ns=50))
+    q = queue.Queue()
+    q.put(1)  # by main at its clock (its first call comes later: not traced)
+    dev.create_semaphore()
+    q.put(2)  # release at 1000
+
+    def worker():
+        for _ in range(5):
+            dev.create_semaphore()  # the worker's clock: 5000
+        q.get(), q.get()
+
+    join(start(worker))
+    assert [(e["role"], e["t"]) for e in dev.trace.events("host_sync")] == [("release", 1000), ("acquire", 5000)]
+
+
+def test_a_joiner_acts_after_the_joined_thread_ended_in_virtual_time(make):
+    dev = make("generic", cost_model=costs(host_api_ns=1000, wake_ns=50))
+    end = []
+
+    def worker():
+        for _ in range(20):
+            dev.create_semaphore()
+        end.append(dev.now())
+
+    dev.create_semaphore()
+    t = start(worker)
+    t.join(WAIT)
+    s = dev.create_semaphore()
+    (joined,) = dev.trace.events("host_join")
+    assert joined["t"] == end[0] + 50 and end[0] == 20_000
+    assert dev.now() == end[0] + 50 + 1000 and s is not None
