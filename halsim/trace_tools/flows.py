@@ -1,4 +1,5 @@
-"""Signal → wait arrows between laid-out timeline items (for the Perfetto and Chrome exports).
+"""Signal → wait arrows between laid-out timeline items (for the Perfetto and Chrome exports and
+the plot), and hand-off arrows between host threads (:func:`handoff_flows`).
 
 An arrow goes from the item that satisfied a wait — the signalling operation's span, or the host
 signal's instant — to the waiting operation's span or host wait's span. Both ends must be on the
@@ -49,4 +50,19 @@ def signal_flows(ix: TraceIndex) -> list[tuple[tuple, tuple, str, int]]:
                 src = source(s, sem)
                 if src is not None:
                     out.append((src, ("host_wait", pos), sem, value))
+    return out
+
+
+def handoff_flows(ix: TraceIndex) -> list[tuple[tuple, tuple, str, int]]:
+    """``(release key, acquire key, via, sync id)``: from each ``host_sync`` release (a
+    ``Queue.put``, ``Event.set``...) to the acquires that received it (the ``get``, ``wait``...)."""
+    released = {}
+    out = []
+    for pos, e in enumerate(ix.host_handoffs):
+        if e["ev"] != "host_sync":
+            continue
+        if e["role"] == "release":
+            released[e["sync"]] = pos
+        elif e["sync"] in released:
+            out.append((("host_handoff", released[e["sync"]]), ("host_handoff", pos), e["via"], e["sync"]))
     return out

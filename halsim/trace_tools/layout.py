@@ -9,7 +9,9 @@ nest under it. The Perfetto and Chrome exporters and the plot all use this layou
 Operations and host waits are always outermost (an operation drawn inside another would read as
 its child). Item kinds: ``op`` (ref: position in ``TraceIndex.ops``), ``cmd`` (ref: position in
 ``TraceIndex.cmds``; encoder spans included), ``host_wait`` (ref: position in ``host_waits``) and
-``host_signal`` (an instant; ref: ``(sem, position in signals[sem])``).
+``host_signal`` (an instant; ref: ``(sem, position in signals[sem])``) and ``host_handoff`` (an
+instant: a ``Queue.put``/``get``, ``Event.set``/``wait``, ``Thread.join``...; ref: position in
+``host_handoffs``).
 
 >>> items = [Item(0, 10, "a", "op", 0), Item(5, 15, "b", "op", 1), Item(2, 4, "c", "cmd", 0)]
 >>> [[i.name for i in lane] for lane in assign_lanes(items)]
@@ -28,12 +30,13 @@ class Item(NamedTuple):
     start: int
     end: int
     name: str
-    cat: str  # op, cmd, host_wait, host_signal
+    cat: str  # op, cmd, host_wait, host_signal, host_handoff
     ref: object
 
 
-_PRIORITY = {"op": 0, "host_wait": 0, "cmd": 1, "host_signal": 2}
+_PRIORITY = {"op": 0, "host_wait": 0, "cmd": 1, "host_signal": 2, "host_handoff": 2}
 _TOP_LEVEL = frozenset({"op", "host_wait"})
+INSTANTS = frozenset({"host_signal", "host_handoff"})
 
 
 def assign_lanes(items: list[Item], prefer=None) -> list[list[Item]]:
@@ -76,7 +79,7 @@ def nest_events(lane: list[Item]) -> Iterator[tuple[int, str, Item]]:
         while stack and stack[-1].end <= item.start:
             top = stack.pop()
             yield top.end, "E", top
-        if item.cat == "host_signal":
+        if item.cat in INSTANTS:
             yield item.start, "I", item
             continue
         stack.append(item)
@@ -124,6 +127,9 @@ def track_items(ix: TraceIndex, with_commands: bool = True) -> dict[int, list[It
                 except ValueError:
                     continue
                 per.setdefault(track, []).append(Item(t, t, f"signal {sem}={value}", "host_signal", (sem, k)))
+    for pos, e in enumerate(ix.host_handoffs):
+        name = f"join host thread {e['joined']}" if e["ev"] == "host_join" else f"{e['via']} #{e['sync']}"
+        per.setdefault(ix.host_track(e["thread"]), []).append(Item(e["t"], e["t"], name, "host_handoff", pos))
     return per
 
 

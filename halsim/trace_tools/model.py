@@ -87,6 +87,7 @@ class TraceIndex:
         self.signals: dict[str, list[tuple[int, int, int, str]]] = {}  # sem → [(seq, t, value, cause)]
         self.fails: dict[str, tuple[int, int, int, str, str]] = {}  # sem → (seq, t, status, message, cause)
         self.host_waits: list[dict] = []  # host_wait events plus ``seq``
+        self.host_handoffs: list[dict] = []  # host_join and host_sync events (hand-offs between threads)
         self.host_reads: list[tuple[str, int, int, str]] = []  # (buf, offset, length, digest), in order
         self.cmds = Commands()
         self.cmd_count = 0  # ``cmd`` events only (cmds also holds encoder spans)
@@ -168,6 +169,8 @@ class TraceIndex:
             elif ev == "semaphore":
                 self.semaphores[e["sem"]] = e.get("initial", 0)
                 self.sem_created[e["sem"]] = t
+            elif ev == "host_sync" or ev == "host_join":
+                self.host_handoffs.append(e)
             elif ev == "host_wait":
                 hw = dict(e)
                 hw["seq"] = seq

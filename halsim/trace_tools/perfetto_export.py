@@ -35,8 +35,8 @@ from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from reference.trace.atomic import atomic_write
 
-from .flows import signal_flows
-from .layout import Item, Lane, layout
+from .flows import handoff_flows, signal_flows
+from .layout import INSTANTS, Item, Lane, layout
 from .model import TraceIndex
 
 SEQ_ID = 1  # one packet sequence: this writer
@@ -88,13 +88,15 @@ def _counter_points(ix: TraceIndex, sem: str) -> list[tuple[int, int]]:
 
 
 def _flow_maps(ix: TraceIndex):
-    """Flow ids leaving and entering each item key; one id per arrow (ids from 1)."""
+    """Flow ids leaving and entering each item key; one id per arrow (ids from 1): signal → wait,
+    then host hand-offs (ids above ``handoffs_from``)."""
     out_ids: dict = {}
     in_ids: dict = {}
-    for n, (src, dst, _sem, _value) in enumerate(signal_flows(ix), start=1):
+    signals = signal_flows(ix)
+    for n, (src, dst, _what, _value) in enumerate(signals + handoff_flows(ix), start=1):
         out_ids.setdefault(src, []).append(n)
         in_ids.setdefault(dst, []).append(n)
-    return out_ids, in_ids
+    return out_ids, in_ids, len(signals) + 1
 
 
 def _annotations(ix: TraceIndex, item: Item) -> dict:
@@ -113,6 +115,9 @@ def _annotations(ix: TraceIndex, item: Item) -> dict:
         hw = ix.host_waits[item.ref]
         return {"thread": hw.get("thread"), "mode": hw.get("mode"), "wait": json.dumps(hw.get("wait", [])),
                 "status": hw.get("status", 0)}
+    if item.cat == "host_handoff":
+        e = ix.host_handoffs[item.ref]
+        return {k: e[k] for k in ("thread", "role", "sync", "via", "joined") if k in e}
     return {}
 
 
@@ -163,7 +168,7 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
     (``tracks``, ``slices``, ``counters``, ``flows``, ``instants``)."""
     ix = TraceIndex.of(trace)
     lanes = layout(ix, with_commands)
-    out_ids, in_ids = _flow_maps(ix)
+    out_ids, in_ids, _handoffs_from = _flow_maps(ix)
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
 
     def write(f):
@@ -266,7 +271,7 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
     pairs from signal to wait, ``i`` instants for failures and findings. Returns counts."""
     ix = TraceIndex.of(trace)
     lanes = layout(ix, with_commands)
-    out_ids, in_ids = _flow_maps(ix)
+    out_ids, in_ids, handoffs_from = _flow_maps(ix)
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
     dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -294,7 +299,7 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
                 for n in in_ids.get(key, ()):
                     flow_dst[n] = (tid, item.start)
                 args = _annotations(ix, item) if item.cat != "cmd" else {}
-                if item.cat == "host_signal":
+                if item.cat in INSTANTS:
                     emit({"ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": _us(item.start), "name": item.name})
                     stats["instants"] += 1
                 else:
@@ -304,8 +309,9 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
         for n in sorted(flow_src):
             if n in flow_dst:
                 (stid, sts), (dtid, dts) = flow_src[n], flow_dst[n]
-                emit({"ph": "s", "id": n, "pid": 1, "tid": stid, "ts": _us(sts), "name": "signal", "cat": "flow"})
-                emit({"ph": "f", "bp": "e", "id": n, "pid": 1, "tid": dtid, "ts": _us(dts), "name": "signal",
+                name = "signal" if n < handoffs_from else "hand-off"
+                emit({"ph": "s", "id": n, "pid": 1, "tid": stid, "ts": _us(sts), "name": name, "cat": "flow"})
+                emit({"ph": "f", "bp": "e", "id": n, "pid": 1, "tid": dtid, "ts": _us(dts), "name": name,
                       "cat": "flow"})
                 stats["flows"] += 1
         for sem in sorted(set(ix.semaphores) | set(ix.signals), key=_natural):

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-from .flows import signal_flows  # noqa: E402
+from .flows import handoff_flows, signal_flows  # noqa: E402
 from .layout import Lane, layout, nest_events  # noqa: E402
 from .model import TraceIndex  # noqa: E402
 from reference.trace.atomic import atomic_write  # noqa: E402
@@ -145,7 +145,7 @@ def _draw_rows(ax, ix: TraceIndex, lanes: list[Lane], lo: int, hi: int, t0: int,
             ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=7, frameon=False)
     drawn = 0
     if arrows and not dense:
-        for src, dst, _sem, _v in signal_flows(ix):
+        for src, dst, _sem, _v in signal_flows(ix) + handoff_flows(ix):
             a, b = where.get(src), where.get(dst)
             if a is None or b is None or drawn >= MAX_ARROWS:
                 continue

@@ -192,3 +192,54 @@ def test_perfetto_large_trace_is_written_in_chunks(tmp_path):
     packets = [p for ps in events.values() for p in ps]
     assert len(packets) == 2 * 11001 + 1004 == 23006 and len(tracks) == 10  # root + 5 lanes + 4 counters
     assert sum(len(walk(ps)) for ps in events.values()) == 11001
+
+
+def _handoff_trace():
+    """Main puts an item in a Queue; a worker gets it; then main joins the worker (local-task)."""
+    import queue
+    import threading
+
+    from reference import hal
+
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()                                     # main: host thread 0
+        q = queue.Queue()
+
+        def worker():
+            dev.create_semaphore()                                 # host thread 1
+            q.get(timeout=10)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        q.put("work")
+        t.join(10)
+        return dev.trace
+
+
+def test_host_hand_offs_are_instants_with_an_arrow_from_put_to_get(tmp_path):
+    trace = _handoff_trace()
+    path = tmp_path / "h.pftrace"
+    export_perfetto(trace, path)
+    tracks, events = read(path)
+    by_name = {d.name: u for u, d in tracks.items()}
+    main_ = [p.track_event for p in events[by_name["host thread 0"]] if p.track_event.type == TE.TYPE_INSTANT]
+    work = [p.track_event for p in events[by_name["host thread 1"]] if p.track_event.type == TE.TYPE_INSTANT]
+    assert [te.name for te in main_] == ["Queue.put #0", "join host thread 1"]
+    assert [te.name for te in work] == ["Queue.get #0"]
+    assert list(main_[0].flow_ids) == list(work[0].terminating_flow_ids) and len(main_[0].flow_ids) == 1
+    assert {a.name: (a.string_value or a.int_value) for a in work[0].debug_annotations} == {
+        "thread": 1, "role": "acquire", "sync": 0, "via": "Queue.get"}
+
+    path = tmp_path / "h.json"
+    stats = export_chrome(trace, path)
+    evs = json.load(open(path))["traceEvents"]
+    assert [e["name"] for e in evs if e["ph"] == "i"] == ["Queue.put #0", "join host thread 1", "Queue.get #0"]
+    assert [(e["ph"], e["name"]) for e in evs if e["ph"] in "sf"] == [("s", "hand-off"), ("f", "hand-off")]
+    assert stats["flows"] == 1
+
+
+def test_the_plot_draws_the_hand_off_arrow(tmp_path):
+    from halsim.trace_tools.plot import plot_trace
+
+    info = plot_trace(_handoff_trace(), tmp_path / "h.png")
+    assert (info["rows"], info["arrows"]) == (2, 1)  # host threads 0 and 1; put → get
