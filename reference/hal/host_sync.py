@@ -89,10 +89,10 @@ def _acquire(token, via: str) -> None:
 
 def _wrap_queue() -> None:
     put, get = queue.Queue.put, queue.Queue.get
-    storage = {}  # class → (its _put, its _get): the orders this module knows
+    known = set()  # the _get methods whose order this module follows (FIFO, LIFO)
 
     def put_(self, item, block=True, timeout=None):
-        if type(self)._get not in storage.get(type(self), ()):  # a PriorityQueue...: not recorded
+        if type(self)._get not in known:  # a PriorityQueue, a subclass with its own order: not recorded
             return put(self, item, block, timeout)
         _local.token = _release(f"{type(self).__name__}.put")
         try:
@@ -129,7 +129,7 @@ def _wrap_queue() -> None:
 
         _wrap(cls, "_put", _put_)
         _wrap(cls, "_get", _get_)
-        storage[cls] = (cls._get,)
+        known.add(cls._get)
 
     wrap_storage(queue.Queue, lifo=False)
     wrap_storage(queue.LifoQueue, lifo=True)

@@ -95,3 +95,20 @@ def test_nothing_is_traced_on_a_closed_device_and_a_wrapped_call_behaves_as_befo
     assert ev.wait(0.01) is False
     assert syncs(dev) == []
     assert queue.Queue.get.__wrapped__.__module__ == "queue"
+
+
+def test_a_subclass_keeps_its_order_recorded_unless_it_brings_its_own():
+    class Plain(queue.Queue):
+        pass
+
+    class Mine(queue.Queue):
+        def _get(self):
+            return self.queue.pop()  # its own order: not followed
+
+    with hal.create_device("local-task") as dev:
+        dev.create_semaphore()
+        plain, mine, prio = Plain(), Mine(), queue.PriorityQueue()
+        for q in (plain, mine, prio):
+            q.put(1)
+            q.get(timeout=WAIT)
+        assert syncs(dev) == [(0, "release", 0, "Plain.put"), (0, "acquire", 0, "Plain.get")]
