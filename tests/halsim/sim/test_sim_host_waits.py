@@ -266,3 +266,31 @@ def test_a_joiner_acts_after_the_joined_thread_ended_in_virtual_time(make):
     (joined,) = dev.trace.events("host_join")
     assert joined["t"] == end[0] + 50 and end[0] == 20_000
     assert dev.now() == end[0] + 50 + 1000 and s is not None
+
+
+def test_a_traced_put_never_waits_long_for_a_device_held_elsewhere(make, monkeypatch):
+    """A put made while a host call the simulator runs holds the device (and perhaps waits for a lock
+    the putter holds) is traced without the device lock after SYNC_LOCK_S, instead of hanging."""
+    from halsim.sim import device as sim_device
+
+    monkeypatch.setattr(sim_device, "SYNC_LOCK_S", 0.05)
+    dev = make("generic")
+    dev.create_semaphore()
+    held, release = threading.Event(), threading.Event()
+
+    def holder():  # stands for the simulator running a host call
+        with dev._lock:
+            held.set()
+            release.wait(WAIT)
+
+    t = start(holder)
+    try:
+        assert held.wait(WAIT)
+        t0 = time.perf_counter()
+        queue.Queue().put(1)
+        assert time.perf_counter() - t0 < 2.0
+    finally:
+        release.set()
+        join(t)
+    assert [(e["role"], e["via"]) for e in dev.trace.events("host_sync")] == [
+        ("release", "Queue.put"), ("release", "Event.set")]  # (the put, then main's release.set())
