@@ -181,8 +181,7 @@ def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
 
 def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
     """The schedule's main thread: create the objects, start the other threads, run its steps.
-    It does not join the others (the calling thread does): its own steps run meanwhile, and a
-    joining thread counts as blocked for the simulator only while the joined one is (sim.host)."""
+    It does not join the others (the calling thread does): its own steps run meanwhile."""
     try:
         env = _Env.__new__(_Env)
         env.dev_path = schedule.path
