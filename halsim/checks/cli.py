@@ -3,7 +3,9 @@
 PROGRAM is ``file.py[:function]`` (a function taking a device) or a schedule file (``.toml`` or
 ``.json``); it runs on a simulator device first (default ``sim``; a schedule's own device, if it
 names one). A ``.json`` file that is a halsim trace is checked as it is. Exit status: 0 clean,
-1 findings, 2 bad input (one line on stderr).
+1 findings, 2 bad input (one line on stderr). ``--timeout SECONDS``: a program still running then
+(on ``local-task`` or a real device, which wait forever for a value nobody signals) has the trace it
+made so far checked, with where its threads were as notes; exit 1 with findings, else 124.
 
 >>> import contextlib, io, json, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "two_signals.json")
@@ -35,6 +37,14 @@ class _BadInput(Exception):
     pass
 
 
+class _TimedOut(Exception):
+    """The program ran past --timeout: its trace so far and the notes saying where it was."""
+
+    def __init__(self, trace, notes: list[str]):
+        super().__init__("timed out")
+        self.trace, self.notes = trace, notes
+
+
 def add_parsers(sub) -> None:
     c = sub.add_parser("check", help="check a program, schedule or trace for deadlocks, hazards, lifetime "
                                      "and semaphore bugs (exit 0 clean, 1 findings, 2 bad input)")
@@ -44,6 +54,10 @@ def add_parsers(sub) -> None:
     c.add_argument("--json", action="store_true", help="print the findings as JSON")
     c.add_argument("--rules", nargs="+", metavar="RULE",
                    help="only these rule ids or categories (e.g. hazard deadlock.cycle)")
+    c.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="a program still running after this many seconds of real time (a hang on local-task "
+                        "or a real device) has the trace it made so far checked; exit 1 with findings, else "
+                        "124 (default: no limit)")
 
 
 def _is_trace(path: str) -> bool:
@@ -55,8 +69,9 @@ def _is_trace(path: str) -> bool:
     return head.lstrip().startswith('{"format":"halsim-trace"') or '"halsim-trace"' in head
 
 
-def _run_program(spec: str, uri: str):
+def _run_program(spec: str, uri: str, timeout: float | None = None):
     from halsim.cli import UsageError, load_program
+    from halsim.deadline import ProgramTimeout, run_with_timeout
     from halsim.sim import DeadlockError
 
     try:
@@ -65,8 +80,12 @@ def _run_program(spec: str, uri: str):
         raise _BadInput(str(e)) from None
     dev = _device(uri)
     notes = []
+    stuck = None
     try:
-        fn(dev)
+        try:
+            run_with_timeout(lambda: fn(dev), timeout)
+        except ProgramTimeout as e:
+            stuck = e
     except DeadlockError as e:
         notes.append(f"the program deadlocked: {e.message.splitlines()[0]}")
     except hal.HalError as e:
@@ -74,7 +93,11 @@ def _run_program(spec: str, uri: str):
     except Exception as e:  # noqa: BLE001 - the user's program failing is bad input
         raise _BadInput(f"program {spec!r} raised {type(e).__name__}: {e}") from None
     finally:
-        dev.close()
+        if stuck is None:  # (a stuck program's threads keep the device: it is not closed)
+            dev.close()
+    if stuck is not None:
+        raise _TimedOut(dev.trace, [f"the program {stuck} (the trace so far is checked); its threads were:"]
+                        + [f"  {line}" for line in stuck.threads])
     return dev.trace, notes, []
 
 
@@ -101,8 +124,9 @@ def _run_schedule(path: str, uri: str | None):
     return result.trace, notes, extra
 
 
-def load_target(target: str, device: str | None):
-    """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems."""
+def load_target(target: str, device: str | None, timeout: float | None = None):
+    """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems,
+    _TimedOut when a program ran past ``timeout`` seconds."""
     from halsim.schedule import is_schedule_path
 
     path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
@@ -115,7 +139,7 @@ def load_target(target: str, device: str | None):
     if is_schedule_path(path):
         return _run_schedule(path, device)
     if path.endswith(".py"):
-        return _run_program(target, device or "sim")
+        return _run_program(target, device or "sim", timeout)
     raise _BadInput(f"{target!r}: expected file.py[:function], a schedule (.toml/.json) or a trace (.json)")
 
 
@@ -134,8 +158,14 @@ def format_report(findings: list[Finding], stats: dict, notes: list[str], title:
 
 
 def cmd_check(args) -> int:
+    timed_out = False
     try:
-        trace, notes, extra = load_target(args.target, args.device)
+        if args.timeout is not None and not args.timeout > 0:
+            raise _BadInput(f"--timeout {args.timeout:g}: must be > 0 seconds")
+        try:
+            trace, notes, extra = load_target(args.target, args.device, args.timeout)
+        except _TimedOut as e:
+            trace, notes, extra, timed_out = e.trace, e.notes, [], True
         try:
             report = check_trace(trace, args.rules)
         except ValueError as e:
@@ -152,6 +182,9 @@ def cmd_check(args) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(format_report(findings, report.stats, notes, args.target))
+    if timed_out:
+        from halsim.deadline import EXIT_TIMEOUT, exit_now
+        exit_now(1 if findings else EXIT_TIMEOUT)  # the program's threads are stuck: leave without them
     return 1 if findings else 0
 
 

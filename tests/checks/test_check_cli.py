@@ -112,3 +112,34 @@ def test_demo_report_writes_the_human_report(tmp_path):
     lines = open(path).read().splitlines()
     assert lines[0] == "halsim check: x.trace.json on sim (2 ops, 0 commands)"
     assert lines[1].startswith("error   semaphore.racing_signals [0:0, 0:1]: ")
+
+
+def test_a_program_stuck_on_local_task_has_its_trace_so_far_checked_with_timeout(tmp_path):
+    """local-task waits forever for a value nobody signals (as IREE does): with --timeout the
+    check gets the trace so far and finds why (a subprocess: it leaves with os._exit)."""
+    import subprocess
+    import sys
+
+    prog = tmp_path / "hang.py"
+    prog.write_text("import threading\n\n"
+                    "def main(dev):\n"
+                    "    s, never = dev.create_semaphore(), dev.create_semaphore()\n"
+                    "    dev.queue_barrier([(never, 1)], [(s, 1)])\n"
+                    "    t = threading.Thread(target=lambda: s.wait(1), name='waiter')\n"
+                    "    t.start()\n"
+                    "    t.join()\n")
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(prog), "--device", "local-task",
+                        "--timeout", "0.5", "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(f["rule"], f["ops"]) for f in doc["findings"]] == [("deadlock.unsignaled", ["0:0"])]
+    assert doc["notes"][0] == "the program did not finish within 0.5 s of real time (the trace so far is " \
+                              "checked); its threads were:"
+    assert "  thread 'waiter': in Semaphore.wait at hang.py:6" in doc["notes"]
+
+    clean = tmp_path / "sleeps.py"
+    clean.write_text("import time\n\ndef main(dev):\n    dev.create_semaphore()\n    time.sleep(30)\n")
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(clean), "--device", "local-task",
+                        "--timeout", "0.3"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 124, r.stderr
+    assert "no findings" in r.stdout and "  note:   thread 'halsim program': in sleeps.py:5" in r.stdout
