@@ -143,3 +143,8 @@ def test_a_program_stuck_on_local_task_has_its_trace_so_far_checked_with_timeout
                         "--timeout", "0.3"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 124, r.stderr
     assert "no findings" in r.stdout and "  note:   thread 'halsim program': in sleeps.py:5" in r.stdout
+
+
+def test_a_non_positive_timeout_is_bad_input(capsys):
+    assert main(["check", corpus("clean_cross_queue_with_semaphore.toml"), "--timeout", "-1"]) == 2
+    assert capsys.readouterr().err == "halsim: error: --timeout -1: must be > 0 seconds\n"
