@@ -3,7 +3,7 @@
 PROGRAM is ``file.py[:function]`` (a function taking a device) or a schedule file (``.toml`` or
 ``.json``); it runs on a simulator device first (default ``sim``; a schedule's own device, if it
 names one). A ``.json`` file that is a halsim trace is checked as it is. Exit status: 0 clean,
-1 findings, 2 bad input (one line on stderr). ``--timeout SECONDS``: a program still running then
+1 findings, 2 bad input (one line on stderr). ``--timeout SECONDS``: a program or schedule still running then
 (on ``local-task`` or a real device, which wait forever for a value nobody signals) has the trace it
 made so far checked, with where its threads were as notes; exit 1 with findings, else 124.
 
@@ -55,7 +55,7 @@ def add_parsers(sub) -> None:
     c.add_argument("--rules", nargs="+", metavar="RULE",
                    help="only these rule ids or categories (e.g. hazard deadlock.cycle)")
     c.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="a program still running after this many seconds of real time (a hang on local-task "
+                   help="a program or schedule still running after this many seconds of real time (a hang on local-task "
                         "or a real device) has the trace it made so far checked; exit 1 with findings, else "
                         "124 (default: no limit)")
 
@@ -96,9 +96,12 @@ def _run_program(spec: str, uri: str, timeout: float | None = None):
         if stuck is None:  # (a stuck program's threads keep the device: it is not closed)
             dev.close()
     if stuck is not None:
-        raise _TimedOut(dev.trace, [f"the program {stuck} (the trace so far is checked); its threads were:"]
-                        + [f"  {line}" for line in stuck.threads])
+        raise _TimedOut(dev.trace, _stuck_notes("program", stuck))
     return dev.trace, notes, []
+
+
+def _stuck_notes(what: str, e) -> list[str]:
+    return [f"the {what} {e} (the trace so far is checked); its threads were:"] + [f"  {t}" for t in e.threads]
 
 
 def _device(uri: str):
@@ -108,13 +111,20 @@ def _device(uri: str):
         raise _BadInput(f"device {uri!r}: {e}") from None
 
 
-def _run_schedule(path: str, uri: str | None):
+def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
+    from halsim.deadline import ProgramTimeout, run_with_timeout
     from halsim.schedule import ScheduleError, load_schedule, run_schedule
     from halsim.schedule.lint import error_findings, static_findings
 
+    devices = []
     try:
         schedule = load_schedule(path)
-        result = run_schedule(schedule, uri)
+        try:
+            result = run_with_timeout(lambda: run_schedule(schedule, uri, opened=devices.append), timeout)
+        except ProgramTimeout as e:
+            if not devices:
+                raise _BadInput(f"{path}: the device was not created within --timeout {timeout:g} s") from None
+            raise _TimedOut(devices[0].trace, _stuck_notes("schedule", e)) from None
     except ScheduleError as e:
         raise _BadInput(str(e)) from None
     except hal.HalError as e:
@@ -137,7 +147,7 @@ def load_target(target: str, device: str | None, timeout: float | None = None):
         except TraceFormatError as e:
             raise _BadInput(str(e)) from None
     if is_schedule_path(path):
-        return _run_schedule(path, device)
+        return _run_schedule(path, device, timeout)
     if path.endswith(".py"):
         return _run_program(target, device or "sim", timeout)
     raise _BadInput(f"{target!r}: expected file.py[:function], a schedule (.toml/.json) or a trace (.json)")

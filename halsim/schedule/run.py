@@ -197,11 +197,15 @@ def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
     _run_thread(env, main_name, main_steps, errors)
 
 
-def run_schedule(schedule: Schedule, device: str | None = None) -> RunResult:
+def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> RunResult:
     """Run ``schedule`` on ``device`` (a URI; default: the schedule's own device and options) and
     return its trace and the calls that raised. Raises ``HalError`` if the device cannot be
-    created and :class:`~halsim.schedule.load.ScheduleError` if a command cannot be recorded."""
+    created and :class:`~halsim.schedule.load.ScheduleError` if a command cannot be recorded.
+    ``opened(device)``, if given, is called with the device once it is created (``halsim check
+    --timeout`` keeps it to check the trace of a schedule that never finishes)."""
     dev = hal.create_device(device) if device else hal.create_device(schedule.device, **schedule.options)
+    if opened is not None:
+        opened(dev)
     errors: list[StepError] = []
     started: list = []   # the worker threads, or the exception that stopped set-up
     try:

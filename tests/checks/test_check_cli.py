@@ -148,3 +148,20 @@ def test_a_program_stuck_on_local_task_has_its_trace_so_far_checked_with_timeout
 def test_a_non_positive_timeout_is_bad_input(capsys):
     assert main(["check", corpus("clean_cross_queue_with_semaphore.toml"), "--timeout", "-1"]) == 2
     assert capsys.readouterr().err == "halsim: error: --timeout -1: must be > 0 seconds\n"
+
+
+def test_a_schedule_stuck_on_local_task_is_checked_with_timeout(tmp_path):
+    import subprocess
+    import sys
+
+    sched = tmp_path / "dl.toml"
+    sched.write_text('[semaphores]\na = 0\nb = 0\n\n'
+                     '[[host]]\ncall = "barrier"\nwait = { a = 1 }\nsignal = { b = 1 }\n\n'
+                     '[[host]]\ncall = "barrier"\nwait = { b = 1 }\nsignal = { a = 1 }\n\n'
+                     '[[host]]\ncall = "wait"\nwait = { b = 1 }\n')
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(sched), "--device", "local-task",
+                        "--timeout", "0.5", "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(f["rule"], f["ops"]) for f in doc["findings"]] == [("deadlock.cycle", ["0:0", "0:1"])]
+    assert doc["notes"][0].startswith("the schedule did not finish within 0.5 s of real time")
