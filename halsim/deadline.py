@@ -66,11 +66,14 @@ def run_with_timeout(fn, seconds: float | None):
 
 
 def where_threads(skip=None) -> list[str]:
-    """"thread NAME: in API at file:line" for every live thread but ``skip``, the program's first."""
+    """"thread NAME: in API at file:line" for every live thread but ``skip``, the program's first (a
+    schedule's threads also name the step they run: ``halsim_step``, set by the schedule runner)."""
     frames = sys._current_frames()
     threads = sorted((t for t in threading.enumerate() if t is not skip and t.ident in frames),
                      key=lambda t: t.name != "halsim program")
-    return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}" for t in threads]
+    return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}"
+            + (f", at schedule step {t.halsim_step}" if getattr(t, "halsim_step", None) else "")
+            for t in threads]
 
 
 def exit_now(code: int) -> None:

@@ -166,7 +166,9 @@ def _step(env: _Env, st: dict) -> None:
 def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
     from halsim.sim import DeadlockError
 
+    me = threading.current_thread()
     for st in steps:
+        me.halsim_step = f"{st['where']} ({st['call']})"  # for halsim.deadline's report of a stuck run
         try:
             _step(env, st)
         except DeadlockError as e:

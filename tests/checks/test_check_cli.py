@@ -165,3 +165,4 @@ def test_a_schedule_stuck_on_local_task_is_checked_with_timeout(tmp_path):
     doc = json.loads(r.stdout)
     assert [(f["rule"], f["ops"]) for f in doc["findings"]] == [("deadlock.cycle", ["0:0", "0:1"])]
     assert doc["notes"][0].startswith("the schedule did not finish within 0.5 s of real time")
+    assert [n for n in doc["notes"] if "schedule main" in n][0].endswith(", at schedule step host[2] (wait)")
