@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 from halsim.cli import main
 from reference import hal
@@ -114,35 +116,43 @@ def test_demo_report_writes_the_human_report(tmp_path):
     assert lines[1].startswith("error   semaphore.racing_signals [0:0, 0:1]: ")
 
 
+HANG = ("import threading\n\n"
+        "def main(dev):\n"
+        "    s, never = dev.create_semaphore(), dev.create_semaphore()\n"
+        "    dev.queue_barrier([(never, 1)], [(s, 1)])\n"
+        "    t = threading.Thread(target=lambda: s.wait(1), name='waiter')\n"
+        "    t.start()\n"
+        "    t.join()\n")
+CYCLE = ('[semaphores]\na = 0\nb = 0\n\n'
+         '[[host]]\ncall = "barrier"\nwait = { a = 1 }\nsignal = { b = 1 }\n\n'
+         '[[host]]\ncall = "barrier"\nwait = { b = 1 }\nsignal = { a = 1 }\n\n'
+         '[[host]]\ncall = "wait"\nwait = { b = 1 }\n')
+
+
+def check_on_local_task(path, source: str, timeout: str, *more):
+    """Write ``source`` to ``path`` and run ``halsim check PATH --device local-task --timeout T`` in a
+    subprocess (a timed-out check leaves with os._exit): its exit status, stdout and stderr."""
+    path.write_text(source)
+    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(path), "--device", "local-task",
+                        "--timeout", timeout, *more], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
 def test_a_program_stuck_on_local_task_has_its_trace_so_far_checked_with_timeout(tmp_path):
     """local-task waits forever for a value nobody signals (as IREE does): with --timeout the
-    check gets the trace so far and finds why (a subprocess: it leaves with os._exit)."""
-    import subprocess
-    import sys
-
-    prog = tmp_path / "hang.py"
-    prog.write_text("import threading\n\n"
-                    "def main(dev):\n"
-                    "    s, never = dev.create_semaphore(), dev.create_semaphore()\n"
-                    "    dev.queue_barrier([(never, 1)], [(s, 1)])\n"
-                    "    t = threading.Thread(target=lambda: s.wait(1), name='waiter')\n"
-                    "    t.start()\n"
-                    "    t.join()\n")
-    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(prog), "--device", "local-task",
-                        "--timeout", "0.5", "--json"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1, r.stderr
-    doc = json.loads(r.stdout)
+    check gets the trace so far and finds why."""
+    code, out, err = check_on_local_task(tmp_path / "hang.py", HANG, "0.5", "--json")
+    assert code == 1, err
+    doc = json.loads(out)
     assert [(f["rule"], f["ops"]) for f in doc["findings"]] == [("deadlock.unsignaled", ["0:0"])]
     assert doc["notes"][0] == "the program did not finish within 0.5 s of real time (the trace so far is " \
                               "checked); its threads were:"
     assert "  thread 'waiter': in Semaphore.wait at hang.py:6" in doc["notes"]
 
-    clean = tmp_path / "sleeps.py"
-    clean.write_text("import time\n\ndef main(dev):\n    dev.create_semaphore()\n    time.sleep(30)\n")
-    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(clean), "--device", "local-task",
-                        "--timeout", "0.3"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 124, r.stderr
-    assert "no findings" in r.stdout and "  note:   thread 'halsim program': in sleeps.py:5" in r.stdout
+    code, out, err = check_on_local_task(tmp_path / "sleeps.py", "import time\n\ndef main(dev):\n"
+                                         "    dev.create_semaphore()\n    time.sleep(30)\n", "0.3")
+    assert code == 124, err
+    assert "no findings" in out and "  note:   thread 'halsim program': in sleeps.py:5" in out
 
 
 def test_a_non_positive_timeout_is_bad_input(capsys):
@@ -151,18 +161,9 @@ def test_a_non_positive_timeout_is_bad_input(capsys):
 
 
 def test_a_schedule_stuck_on_local_task_is_checked_with_timeout(tmp_path):
-    import subprocess
-    import sys
-
-    sched = tmp_path / "dl.toml"
-    sched.write_text('[semaphores]\na = 0\nb = 0\n\n'
-                     '[[host]]\ncall = "barrier"\nwait = { a = 1 }\nsignal = { b = 1 }\n\n'
-                     '[[host]]\ncall = "barrier"\nwait = { b = 1 }\nsignal = { a = 1 }\n\n'
-                     '[[host]]\ncall = "wait"\nwait = { b = 1 }\n')
-    r = subprocess.run([sys.executable, "-m", "halsim.cli", "check", str(sched), "--device", "local-task",
-                        "--timeout", "0.5", "--json"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1, r.stderr
-    doc = json.loads(r.stdout)
-    assert [(f["rule"], f["ops"]) for f in doc["findings"]] == [("deadlock.cycle", ["0:0", "0:1"])]
+    code, out, err = check_on_local_task(tmp_path / "dl.toml", CYCLE, "0.5", "--json")
+    assert (code, [(f["rule"], f["ops"]) for f in json.loads(out)["findings"]]) == \
+        (1, [("deadlock.cycle", ["0:0", "0:1"])]), err
+    doc = json.loads(out)
     assert doc["notes"][0].startswith("the schedule did not finish within 0.5 s of real time")
     assert [n for n in doc["notes"] if "schedule main" in n][0].endswith(", at schedule step host[2] (wait)")
