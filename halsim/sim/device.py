@@ -132,7 +132,6 @@ class SimDevice(Device):
         self._thread_count = 0
         self._sim_thread: int | None = None
         self._host_call_op: QueueOp | None = None
-        self._released_at: dict[int, int] = {}  # host_sync id → the releasing thread's clock
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
@@ -214,20 +213,20 @@ class SimDevice(Device):
                 self._received_at(self.env.now + giver.lag)  # (the joined thread's clock at its end)
             super()._trace_join(thread, joined)
 
-    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> None:
+    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> int:
         # At the calling thread's clock, among the device calls. A put made while holding a lock
         # that a host call the simulator runs (holding the device) waits for must not hang: after
         # SYNC_LOCK_S it is traced without the lock.
         locked = self._lock.acquire(timeout=SYNC_LOCK_S)
         try:
-            if role == "release":
-                self._released_at[sync] = self.now()
-            elif sync in self._released_at:
-                self._received_at(self._released_at[sync])
-            super()._trace_sync(thread, role, sync, via)
+            return super()._trace_sync(thread, role, sync, via)
         finally:
             if locked:
                 self._lock.release()
+
+    def _trace_acquire(self, thread: int, receipt: tuple[int, int], via: str) -> None:
+        self._received_at(receipt[1])  # (the releasing thread's clock at the release)
+        super()._trace_acquire(thread, receipt, via)
 
     def _received_at(self, t: int) -> None:
         if self.now() < t:

@@ -12,12 +12,13 @@ are woken through condition variables. Blocked threads poll (from :data:`FIRST_P
 to :data:`POLL_S`) so they notice dead threads and threads that went idle in a Python wait; nothing
 here sleeps in real time otherwise.
 
-One relaxation keeps ``Thread.join`` on a thread blocked in the device from hanging: a running thread
-that made no device call for :data:`STALL_S` of real time is *stalled*. Stalled threads let simulated
-work proceed (queue operations, sleeps), but no deadline expires and no deadlock is declared while
-one is alive, since it may still signal — unless it is in ``Thread.join`` on a host thread blocked in
-the device (directly or through other joiners): that one cannot signal before the call returns, so
-it counts as blocked and the joined threads' deadlock is reported.
+A running thread that cannot call the device before another thread acts counts as blocked too:
+one in ``Thread.join``, in ``Future.result`` of a pool work item, in an untimed ``Queue.get`` /
+``Event.wait`` / ... not yet notified, or an idle pool worker (read from its frames,
+:mod:`.host_waits`) — the last kinds only while every thread the simulator does not hold waits so
+too, since any of them might wake it. A running thread in none of these that made no device call for
+:data:`STALL_S` of real time is *stalled*: simulated work (queue operations, sleeps) proceeds, but no
+deadline expires and no deadlock is declared while one is alive, since it may still signal.
 
 Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
 their indices do not depend on which one reaches the device first.

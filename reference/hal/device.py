@@ -131,7 +131,7 @@ class Device:
             if edge[0] == "join":
                 self._trace_join(index, edge[1])
             else:
-                self._trace_sync(index, "acquire", edge[1], edge[2])
+                self._trace_acquire(index, edge[1], edge[2])
 
     def _joining(self, thread: threading.Thread, timeout: float | None) -> bool:
         """``thread.join(timeout)`` is about to be called: True if this device joined it itself
@@ -159,29 +159,34 @@ class Device:
     def _trace_join(self, thread: int, joined: int) -> None:
         self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined})
 
-    def _host_release(self, via: str) -> int | None:
+    def _host_release(self, via: str) -> tuple[int, int] | None:
         """The calling thread hands something to another thread (``via``, e.g. "Queue.put"): trace
-        the release if it is a host thread of this open device and return its sync id, else None."""
+        the release if it is a host thread of this open device and return its receipt — ``(sync id,
+        the releasing thread's time)``, which the receiver presents — else None."""
         index = None if self._closed else self.known_host_thread()
         if index is None:
             return None
         sync = next(self._sync_ids)
-        self._trace_sync(index, "release", sync, via)
-        return sync
+        return sync, self._trace_sync(index, "release", sync, via)
 
-    def _host_acquire(self, sync: int, via: str) -> None:
-        """The calling thread received what release ``sync`` of this device handed over."""
+    def _host_acquire(self, receipt: tuple[int, int], via: str) -> None:
+        """The calling thread received what the release with ``receipt`` handed over."""
         if self._closed:
             return
         index = self.known_host_thread()
         if index is None:
-            self._pending_edges.setdefault(threading.current_thread(), []).append(("acquire", sync, via))
+            self._pending_edges.setdefault(threading.current_thread(), []).append(("acquire", receipt, via))
         else:
-            self._trace_sync(index, "acquire", sync, via)
+            self._trace_acquire(index, receipt, via)
 
-    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> None:
-        self.recorder.emit({"ev": "host_sync", "t": self.now(), "thread": thread, "role": role,
-                            "sync": sync, "via": via})
+    def _trace_acquire(self, thread: int, receipt: tuple[int, int], via: str) -> None:
+        self._trace_sync(thread, "acquire", receipt[0], via)
+
+    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> int:
+        """Trace a ``host_sync`` event; return its time."""
+        t = self.now()
+        self.recorder.emit({"ev": "host_sync", "t": t, "thread": thread, "role": role, "sync": sync, "via": via})
+        return t
 
     def _check_open(self) -> None:
         if self._closed:

@@ -59,26 +59,26 @@ _local = threading.local()  # the token a Queue.put is about to store / a Queue.
 
 def _release(via: str):
     """Trace a release on every open device the calling thread is a host thread of: the token
-    ``((device ref, sync id), ...)`` that the matching acquire presents (None if none traced it)."""
+    ``((device ref, receipt), ...)`` that the matching acquire presents (None if none traced it)."""
     if not _devices:
         return None
     token = []
     for device in list(_devices):
         try:
-            sync = device._host_release(via)
+            receipt = device._host_release(via)
         except Exception:  # noqa: BLE001 - tracing never breaks the program's own hand-off
             continue
-        if sync is not None:
-            token.append((weakref.ref(device), sync))
+        if receipt is not None:
+            token.append((weakref.ref(device), receipt))
     return tuple(token) or None
 
 
 def _acquire(token, via: str) -> None:
-    for ref, sync in token or ():
+    for ref, receipt in token or ():
         device = ref()
         if device is not None:
             try:
-                device._host_acquire(sync, via)
+                device._host_acquire(receipt, via)
             except Exception:  # noqa: BLE001
                 pass
 
