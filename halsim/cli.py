@@ -18,7 +18,7 @@ import sys
 from reference import hal
 from reference.trace import Trace
 
-from .deadline import EXIT_TIMEOUT, ProgramTimeout, exit_now, run_with_timeout
+from .deadline import EXIT_TIMEOUT, ProgramTimeout, exit_now, run_with_timeout, timeout_problem
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -36,16 +36,15 @@ TIMEOUT_HELP = ("stop after this many seconds of real time: print where each thr
 
 
 def _timeout(args) -> float | None:
-    if args.timeout is not None and not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be > 0 seconds")
+    problem = timeout_problem(args.timeout)
+    if problem:
+        raise UsageError(problem)
     return args.timeout
 
 
 def _stuck(what: str, e: ProgramTimeout, trace_path: str | None = None, trace=None) -> None:
     """Report a program that ran past --timeout (and save its trace so far); leave the process."""
-    print(f"halsim: {what} {e}; its threads were:", file=sys.stderr)
-    for line in e.threads:
-        print(f"  {line}", file=sys.stderr)
+    print("\n".join(e.report(f"halsim: {what}")), file=sys.stderr)
     if trace_path and trace is not None:
         try:
             trace.save(trace_path)

@@ -41,6 +41,18 @@ class ProgramTimeout(Exception):
         self.threads = threads
         super().__init__(f"did not finish within {seconds:g} s of real time")
 
+    def report(self, what: str, then: str = "") -> list[str]:
+        """The lines a command prints: "WHAT did not finish ...THEN; its threads were:", then one
+        indented line per thread."""
+        return [f"{what} {self}{then}; its threads were:"] + [f"  {line}" for line in self.threads]
+
+
+def timeout_problem(seconds: float | None) -> str | None:
+    """What is wrong with a ``--timeout`` value (None: nothing; None itself means no limit)."""
+    if seconds is not None and not seconds > 0:
+        return f"--timeout {seconds:g}: must be > 0 seconds"
+    return None
+
 
 def run_with_timeout(fn, seconds: float | None):
     """``fn()``, or ProgramTimeout when it has not returned after ``seconds`` (None: no limit; run

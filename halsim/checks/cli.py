@@ -29,6 +29,7 @@ import sys
 from reference import hal
 from reference.trace import Trace, TraceFormatError
 
+from ..deadline import timeout_problem
 from . import RULES, check_trace
 from .findings import Finding
 
@@ -96,12 +97,8 @@ def _run_program(spec: str, uri: str, timeout: float | None = None):
         if stuck is None:  # (a stuck program's threads keep the device: it is not closed)
             dev.close()
     if stuck is not None:
-        raise _TimedOut(dev.trace, _stuck_notes("program", stuck))
+        raise _TimedOut(dev.trace, stuck.report("the program", " (the trace so far is checked)"))
     return dev.trace, notes, []
-
-
-def _stuck_notes(what: str, e) -> list[str]:
-    return [f"the {what} {e} (the trace so far is checked); its threads were:"] + [f"  {t}" for t in e.threads]
 
 
 def _device(uri: str):
@@ -124,7 +121,7 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
         except ProgramTimeout as e:
             if not devices:
                 raise _BadInput(f"{path}: the device was not created within --timeout {timeout:g} s") from None
-            raise _TimedOut(devices[0].trace, _stuck_notes("schedule", e)) from None
+            raise _TimedOut(devices[0].trace, e.report("the schedule", " (the trace so far is checked)")) from None
     except ScheduleError as e:
         raise _BadInput(str(e)) from None
     except hal.HalError as e:
@@ -170,8 +167,9 @@ def format_report(findings: list[Finding], stats: dict, notes: list[str], title:
 def cmd_check(args) -> int:
     timed_out = False
     try:
-        if args.timeout is not None and not args.timeout > 0:
-            raise _BadInput(f"--timeout {args.timeout:g}: must be > 0 seconds")
+        problem = timeout_problem(args.timeout)
+        if problem:
+            raise _BadInput(problem)
         try:
             trace, notes, extra = load_target(args.target, args.device, args.timeout)
         except _TimedOut as e:
