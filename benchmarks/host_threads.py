@@ -9,6 +9,10 @@ Command (the figures go in BENCHMARKS.md):
     .venv/bin/python benchmarks/host_threads.py [--devices sim,sim:cuda] [--items 40] [--workers 4]
 
 Prints, per device and feeding mode, the real seconds, the virtual makespan and the real time per item.
+Then the cost of a ``Queue.put`` + ``get`` pair on one thread, which ``reference.hal.host_sync`` wraps
+process-wide once a device exists: before any device, with the wrappers installed and no device open,
+and with a ``local-task`` / ``sim`` device open whose host thread the caller is (each pair traced as
+two ``host_sync`` events). Run first, before any device, so the plain figure is Python's own.
 """
 
 from __future__ import annotations
@@ -62,6 +66,29 @@ def program(uri: str, mode: str, items: int, workers: int) -> tuple[float, int]:
         dev.close()
 
 
+def handoff_cost(pairs: int = 200_000) -> list[tuple[str, float]]:
+    """µs per Queue.put + get on the calling thread in each state (see the module docstring)."""
+    from reference import hal
+
+    def per_pair() -> float:
+        q = queue.Queue()
+        put, get = q.put, q.get
+        t0 = time.perf_counter()
+        for i in range(pairs):
+            put(i)
+            get()
+        return (time.perf_counter() - t0) / pairs * 1e6
+
+    out = [("no wrappers (no device created yet)", per_pair())]
+    hal.create_device("local-task").close()  # installs the wrappers
+    out.append(("wrapped, no device open", per_pair()))
+    for uri in ("local-task", "sim"):
+        with hal.create_device(uri) as dev:
+            dev.create_semaphore()  # the caller becomes a host thread: every pair is traced
+            out.append((f"wrapped, traced on {uri}", per_pair()))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,11 +96,15 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=40, help="work items fed to the workers (default: %(default)s)")
     ap.add_argument("--workers", type=int, default=4, help="worker threads (default: %(default)s)")
     args = ap.parse_args()
+    costs = handoff_cost()
     print(f"{'device':12} {'mode':6} {'real s':>8} {'ms/item':>8} {'makespan ns':>14}")
     for uri in args.devices.split(","):
         for mode in ("queue", "pool"):
             real, now = program(uri, mode, args.items, args.workers)
             print(f"{uri:12} {mode:6} {real:8.3f} {1e3 * real / args.items:8.2f} {now:14,}")
+    print("\nQueue.put + get on one thread (µs per pair):")
+    for what, us in costs:
+        print(f"  {what:38} {us:6.2f}")
 
 
 if __name__ == "__main__":

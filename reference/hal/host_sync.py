@@ -92,7 +92,7 @@ def _wrap_queue() -> None:
     known = set()  # the _get methods whose order this module follows (FIFO, LIFO)
 
     def put_(self, item, block=True, timeout=None):
-        if type(self)._get not in known:  # a PriorityQueue, a subclass with its own order: not recorded
+        if not _devices or type(self)._get not in known:  # (a PriorityQueue...: not recorded)
             return put(self, item, block, timeout)
         _local.token = _release(f"{type(self).__name__}.put")
         try:
@@ -101,6 +101,8 @@ def _wrap_queue() -> None:
             _local.token = None
 
     def get_(self, block=True, timeout=None):
+        if not _devices:  # (_get_ still takes the item's token: the tokens stay aligned)
+            return get(self, block, timeout)
         _local.taken = None
         item = get(self, block, timeout)
         token, _local.taken = _local.taken, None
@@ -112,13 +114,14 @@ def _wrap_queue() -> None:
         _put, _get = cls._put, cls._get
 
         def _put_(self, item):
-            token = getattr(_local, "token", None)
-            tokens = self.__dict__.get("_host_sync_tokens")
-            if tokens is None and token is not None:
-                tokens = self._host_sync_tokens = deque()
             _put(self, item)
-            if tokens is not None:
-                tokens.append(token)
+            tokens = self.__dict__.get("_host_sync_tokens")
+            token = getattr(_local, "token", None)
+            if tokens is None:
+                if token is None:
+                    return  # (the usual case with no device open)
+                tokens = self._host_sync_tokens = deque()
+            tokens.append(token)
             _local.token = None
 
         def _get_(self):
