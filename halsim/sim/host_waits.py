@@ -35,6 +35,7 @@ import threading
 
 JOIN, CONDITION, WAKING = "join", "condition", "waking"
 
+
 def _code(fn):
     """The code of ``fn`` itself, under any wrapper (reference.hal.host_join/host_sync wrap some)."""
     while hasattr(fn, "__wrapped__"):
