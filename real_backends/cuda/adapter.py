@@ -27,7 +27,8 @@
   update → ``cuMemcpyHtoDAsync`` from the bytes captured at record time; copy → ``cuMemcpyDtoDAsync``
   (UNIMPLEMENTED for overlapping ranges of one allocation, as on OpenCL); dispatch → ``cuLaunchKernel``
   of the NVRTC-compiled builtin library (``kernel_abi``: per binding a device pointer + byte offset,
-  the constants, ``n``; blocks of 256 threads); barriers and HAL events need nothing on one in-order
+  the constants, ``n``; blocks of 256 threads) — a CUBIN for the device's architecture where NVRTC builds
+  one, else PTX the driver JITs (``nvrtc.pick_image``); barriers and HAL events need nothing on one in-order
   stream.
 * **Graphs** (IREE's default ``command_buffer_mode = GRAPH``): a *reusable* command buffer (not
   ``ONE_SHOT``) executed through ``queue_execute`` is captured once into a ``CUgraph``
@@ -56,7 +57,7 @@ from reference.hal import CommandBuffer, CommandBufferMode, HalError, Range, Sta
 
 from ..common.engine import Adapter
 from ..common.kernel_abi import symbol, work_items
-from .nvrtc import compile_ptx, pick_arch
+from .nvrtc import compile_image, nvrtc_version, pick_image
 
 BLOCK = 256  # threads per block of every dispatch
 
@@ -133,13 +134,19 @@ class CudaAdapter(Adapter):
         self.cu_device = cu_device
         self.ctx = check(cu.cuDevicePrimaryCtxRetain(cu_device), "cuDevicePrimaryCtxRetain")
         self._local = threading.local()
-        self._bind()
-        major = check(cu.cuDeviceGetAttribute(
-            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device), "cuDeviceGetAttribute")
-        minor = check(cu.cuDeviceGetAttribute(
-            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cu_device), "cuDeviceGetAttribute")
-        self.ptx = compile_ptx(arch=pick_arch(major, minor))
-        self.module = check(cu.cuModuleLoadData(self.ptx.encode() + b"\0"), "cuModuleLoadData")
+        try:
+            self._bind()
+            major = check(cu.cuDeviceGetAttribute(
+                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device), "cuDeviceGetAttribute")
+            minor = check(cu.cuDeviceGetAttribute(
+                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cu_device), "cuDeviceGetAttribute")
+            self.compute_capability = (major, minor)
+            self.image_kind, self.arch = pick_image(major, minor)  # a CUBIN where NVRTC can build one
+            self.image = compile_image(self.image_kind, self.arch)
+            self.module = self._load_module(self.image)
+        except BaseException:
+            cu.cuDevicePrimaryCtxRelease(cu_device)
+            raise
         self.functions: dict[str, object] = {}
         flags = int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self.streams = [check(cu.cuStreamCreate(flags), "cuStreamCreate") for _ in range(queues)]
@@ -151,6 +158,22 @@ class CudaAdapter(Adapter):
         self._graph_keys: dict[int, list] = {}   # id(command buffer) → its keys in _graphs
         self._dead_graphs: list = []
         self._lock = threading.Lock()
+
+    def _load_module(self, image: bytes):
+        """``cuModuleLoadData``; a driver too old to JIT NVRTC's PTX is UNAVAILABLE, saying both releases."""
+        cu = self.cu
+        result = cu.cuModuleLoadData(image)
+        if result[0] == cu.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+            version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")  # e.g. 13000 for CUDA 13.0
+            nv_major, nv_minor = nvrtc_version()
+            cc = "%d.%d" % self.compute_capability
+            raise HalError(StatusCode.UNAVAILABLE,
+                           f"cuda: the NVIDIA driver (CUDA {version // 1000}.{version % 1000 // 10}) cannot JIT the "
+                           f"PTX of NVRTC {nv_major}.{nv_minor} for compute capability {cc} (NVRTC builds no "
+                           f"machine code for it): install the nvidia-cuda-nvrtc of the driver's release "
+                           f"(pip install 'nvidia-cuda-nvrtc=={version // 1000}.{version % 1000 // 10}.*') "
+                           f"or a newer driver")
+        return check(result, "cuModuleLoadData")
 
     def _bind(self) -> None:
         """Make the device's primary context current on the calling thread (engine threads included)."""

@@ -9,6 +9,17 @@ engine only ever waits on events that were already recorded, after the work they
 launch runs the NumPy reference of the kernel named by the launched symbol over ``n`` elements at
 each binding's pointer + offset; events carry a fake clock. Every call is appended to ``calls``.
 
+Handles are the real ``cuda-bindings`` types (``CUstream``, ``CUevent``, ``CUdeviceptr``…), as the real
+API returns them, so the adapter's handling of them is exercised. Where no NVIDIA driver library can be
+loaded (CI), every call is also made against the real ``cuda.bindings.driver`` function with the very
+same arguments first: cuda-bindings converts the arguments before it loads the driver, so a wrong
+argument type or shape raises ``TypeError``/``ValueError`` there — the check expects the loader's
+error instead (:func:`marshals`). Where a driver exists that check is skipped (it would really call it).
+
+The fake's driver is CUDA 13.0 by default (``driver_version``, as the 580 drivers of the GPU machines
+here): ``cuModuleLoadData`` refuses PTX of a newer ISA (``CUDA_ERROR_UNSUPPORTED_PTX_VERSION``) and a
+CUBIN the device cannot run.
+
 Use :func:`install` (a context manager) to make ``real_backends.cuda`` see the fake; or, to run the
 whole CTS port against it: ``pytest tests/cts -k "[cuda" -p tests.real_backends.fake_cuda_plugin``.
 """
@@ -19,6 +30,7 @@ import contextlib
 import ctypes
 import itertools
 import re
+import struct
 import threading
 import types
 
@@ -27,25 +39,81 @@ import numpy as np
 from reference.kernels import KERNELS, run_kernel
 
 try:
-    from cuda.bindings import driver as _real  # the enums only; nothing here calls the real driver
+    from cuda.bindings import driver as _real  # enums, handle types, and the argument check (marshals)
 except ImportError:  # the 'cuda' extra is absent: test_cuda.py skips; this module must still import
     _real = None
 
 OK = _real.CUresult.CUDA_SUCCESS if _real is not None else 0
+
+# What each call returns, as the real API's type (the fake's internals use plain ints).
+_RETURNS = {} if _real is None else {
+    "cuDeviceGet": _real.CUdevice, "cuDevicePrimaryCtxRetain": _real.CUcontext,
+    "cuModuleLoadData": _real.CUmodule, "cuModuleGetFunction": _real.CUfunction,
+    "cuStreamCreate": _real.CUstream, "cuEventCreate": _real.CUevent, "cuMemAlloc": _real.CUdeviceptr,
+    "cuStreamEndCapture": _real.CUgraph, "cuGraphInstantiate": _real.CUgraphExec,
+}
+_HANDLES = tuple(set(_RETURNS.values()))
 
 
 class FakeDriverError(AssertionError):
     """The adapter used the (fake) API in a way CUDA forbids."""
 
 
+class _Refused(Exception):
+    """Raised by a fake call to return an error ``CUresult`` (as the real call returns it)."""
+
+    def __init__(self, result):
+        super().__init__(result)
+        self.result = result
+
+
+_driver_loadable = None
+
+
+def _no_driver() -> bool:
+    """True when the real driver library cannot be loaded here (then real calls never reach a GPU)."""
+    global _driver_loadable
+    if _driver_loadable is None:
+        try:
+            _real.cuDriverGetVersion()
+            _driver_loadable = True
+        except Exception:  # noqa: BLE001 - cuda-pathfinder's DynamicLibNotFoundError (or a failed load)
+            _driver_loadable = False
+    return not _driver_loadable
+
+
+def marshals(name: str, args: tuple) -> None:
+    """Make the real ``cuda.bindings.driver.<name>(*args)`` call where no driver can be loaded: its
+    argument conversion runs, then the driver load fails. A TypeError/ValueError/OverflowError is an
+    argument the real API would refuse: FakeDriverError. (Where a driver exists: nothing.)"""
+    if _real is None or not _no_driver():
+        return
+    try:
+        getattr(_real, name)(*args)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise FakeDriverError(f"{name}{args!r}: cuda-bindings refuses the arguments: {e}") from None
+    except Exception:  # noqa: BLE001 - the driver load failing: the arguments were converted
+        return
+    raise FakeDriverError(f"{name}: the real call returned although no driver can be loaded")
+
+
+def _plain(arg):
+    """A real handle as the fake's int (other arguments as they are)."""
+    return int(arg) if isinstance(arg, _HANDLES) else arg
+
+
 class FakeCuda(types.SimpleNamespace):
-    def __init__(self, compute_capability=(8, 0)):
+    def __init__(self, compute_capability=(8, 0), driver_version=13000):
         super().__init__()
+        self.driver_version = driver_version  # CUDA release × 1000 + minor × 10, as cuDriverGetVersion
+        self.functions: dict[int, str] = {}   # CUfunction → its entry point
         self.CUresult = _real.CUresult
         self.CUstream_flags = _real.CUstream_flags
         self.CUevent_flags = _real.CUevent_flags
         self.CUdevice_attribute = _real.CUdevice_attribute
         self.CUstreamCaptureMode = _real.CUstreamCaptureMode
+        for handle in _HANDLES:
+            setattr(self, handle.__name__, handle)
         self.cc = compute_capability
         self.calls: list[tuple] = []
         self.lock = threading.Lock()
@@ -87,12 +155,21 @@ class FakeCuda(types.SimpleNamespace):
         fake = self
 
         def api(fn):
+            name, returns = fn.__name__, _RETURNS.get(fn.__name__)
+
             def wrapper(*args):
-                fake.log(fn.__name__, *args)
-                out = fn(*args)
+                marshals(name, args)
+                args = tuple(_plain(a) for a in args)
+                fake.log(name, *args)
+                try:
+                    out = fn(*args)
+                except _Refused as e:
+                    return (e.result, None)
+                if returns is not None:
+                    out = returns(out)
                 return (OK,) if out is None else (OK, out)
-            wrapper.__name__ = fn.__name__
-            setattr(fake, fn.__name__, wrapper)
+            wrapper.__name__ = name
+            setattr(fake, name, wrapper)
             return wrapper
 
         @api
@@ -119,7 +196,7 @@ class FakeCuda(types.SimpleNamespace):
 
         @api
         def cuDevicePrimaryCtxRetain(dev):
-            return "ctx"
+            return next(fake.ids)
 
         @api
         def cuDevicePrimaryCtxRelease(dev):
@@ -130,12 +207,39 @@ class FakeCuda(types.SimpleNamespace):
             pass
 
         @api
+        def cuDriverGetVersion():
+            return fake.driver_version
+
+        @api
         def cuModuleLoadData(image):
+            major, minor = fake.cc
+            if image[:4] == b"\x7fELF":  # a CUBIN: machine code for one architecture
+                machine, = struct.unpack_from("<H", image, 18)
+                flags, = struct.unpack_from("<I", image, 48)
+                arch = (flags >> 8) & 0xFF
+                if machine != 190:  # EM_CUDA
+                    raise FakeDriverError(f"cuModuleLoadData: ELF for machine {machine}, not CUDA")
+                if arch // 10 != major or arch % 10 > minor:  # runs forward within its major version only
+                    raise _Refused(_real.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU)
+                fake.module_kind, fake.module_arch = "cubin", arch
+                fake.module_entries = {n.decode() for n in re.findall(rb"\.text\.(\w+)\0", image)}
+                return next(fake.ids)
+            if not image.endswith(b"\0"):
+                raise FakeDriverError("cuModuleLoadData: PTX must be NUL-terminated")
             text = image.rstrip(b"\0").decode()
-            if ".version" not in text:
-                raise FakeDriverError("cuModuleLoadData expects PTX")
+            version = re.search(r"^\.version (\d+)\.(\d+)$", text, re.M)
+            target = re.search(r"^\.target sm_(\d+)$", text, re.M)
+            if not version or not target:
+                raise FakeDriverError("cuModuleLoadData expects PTX or a CUBIN")
+            # the PTX ISA a driver JITs: 9.x for CUDA 13.x, 8.x for 12.x
+            isa = (fake.driver_version // 1000 - 4, fake.driver_version % 1000 // 10)
+            if (int(version[1]), int(version[2])) > isa:
+                raise _Refused(_real.CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+            if int(target[1]) > major * 10 + minor:
+                raise _Refused(_real.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU)
+            fake.module_kind, fake.module_arch = "ptx", int(target[1])
             fake.module_entries = set(re.findall(r"\.entry\s+(\w+)", text))
-            return "module"
+            return next(fake.ids)
 
         @api
         def cuModuleUnload(module):
@@ -146,7 +250,9 @@ class FakeCuda(types.SimpleNamespace):
             name = name.decode()
             if name not in fake.module_entries:
                 raise FakeDriverError(f"no entry {name} in the module")
-            return name
+            f = next(fake.ids)
+            fake.functions[f] = name
+            return f
 
         @api
         def cuStreamCreate(flags):
@@ -293,6 +399,7 @@ class FakeCuda(types.SimpleNamespace):
             values, kinds = params
             if len(values) != len(kinds):
                 raise FakeDriverError("kernelParams: values and types differ in length")
+            f = fake.functions[f]
             spec = KERNELS[f[len("hal_"):]]
             b, c = spec.binding_count, spec.constant_count
             want = [ctypes.c_void_p, ctypes.c_uint32] * b + [ctypes.c_uint32] * (c + 1)

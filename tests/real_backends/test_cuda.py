@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from reference import hal
+from real_backends.common.kernel_abi import symbol
 from reference.kernels import LIBRARY
 
 from .harness import WAIT, dispatch, expected, random_inputs
@@ -164,7 +165,7 @@ def test_fake_submission_call_order():
                            "cuStreamSynchronize", "cuLaunchKernel", "cuEventRecord", "cuMemcpyDtoHAsync",
                            "cuStreamSynchronize", "cuEventRecord", "cuEventSynchronize"], seq
             launch = next(c for c in fake.calls if c[0] == "cuLaunchKernel")
-            assert launch[1] == "hal_scale_and_offset" and launch[11] == 0
+            assert fake.functions[launch[1]] == "hal_scale_and_offset" and launch[11] == 0
             values = launch[10][0]
             assert values[1] == 0 and values[3] == 16 and values[4:] == (3, 10, 4)
             up = [c for c in fake.calls[start:] if c[0] == "cuMemcpyHtoDAsync"]
@@ -206,15 +207,59 @@ def test_fake_device_memory_follows_buffer_lifetime():
             assert len(frees) >= 4
 
 
-def test_fake_nvrtc_arch_follows_the_device():
-    from real_backends.cuda.nvrtc import supported_archs
+def test_fake_module_is_a_cubin_for_the_device_architecture():
+    """A CUBIN where NVRTC builds machine code the device runs (same major version, minor not above):
+    a CUDA 13.0 driver (the default fake's) loads it although it cannot JIT NVRTC 13.5's PTX."""
+    for cc, arch in (((9, 0), 90), ((8, 6), 86), ((9, 9), 90), ((7, 5), 75)):
+        with install(FakeCuda(compute_capability=cc)) as fake:
+            with hal.create_device("cuda") as dev:
+                assert (dev.adapter.image_kind, dev.adapter.arch) == ("cubin", arch), cc
+                assert (fake.module_kind, fake.module_arch) == ("cubin", arch), cc
+                assert fake.module_entries == {symbol(k.name) for k in LIBRARY}
 
-    with install(FakeCuda(compute_capability=(9, 0))):
-        with hal.create_device("cuda") as dev:
-            assert ".target sm_90" in dev.adapter.ptx
-    with install(FakeCuda(compute_capability=(99, 0))):  # newer than NVRTC knows: its newest arch
-        with hal.create_device("cuda") as dev:
-            assert f".target sm_{max(supported_archs())}" in dev.adapter.ptx
+
+def test_fake_newer_device_gets_ptx_which_an_older_driver_cannot_jit():
+    """A device newer than NVRTC knows gets PTX for NVRTC's newest architecture; a driver older than
+    NVRTC refuses it (CUDA_ERROR_UNSUPPORTED_PTX_VERSION): UNAVAILABLE naming both releases and the
+    fix, and the primary context retained for the device is released again."""
+    from real_backends.cuda.nvrtc import nvrtc_version, supported_archs
+
+    major, minor = nvrtc_version()
+    with install(FakeCuda(compute_capability=(99, 0), driver_version=major * 1000 + minor * 10)) as fake:
+        with hal.create_device("cuda") as dev:  # a driver as new as NVRTC JITs its PTX
+            assert (dev.adapter.image_kind, dev.adapter.arch) == ("ptx", max(supported_archs()))
+            assert fake.module_kind == "ptx"
+    if (major, minor) <= (13, 0):
+        pytest.skip(f"NVRTC {major}.{minor} is not newer than the fake's CUDA 13.0 driver")
+    with install(FakeCuda(compute_capability=(99, 0))) as fake:
+        with pytest.raises(hal.HalError) as e:
+            hal.create_device("cuda")
+        assert e.value.code == hal.StatusCode.UNAVAILABLE
+        assert e.value.message == (
+            f"cuda: the NVIDIA driver (CUDA 13.0) cannot JIT the PTX of NVRTC {major}.{minor} for compute "
+            "capability 99.0 (NVRTC builds no machine code for it): install the nvidia-cuda-nvrtc of the "
+            "driver's release (pip install 'nvidia-cuda-nvrtc==13.0.*') or a newer driver")
+        names = fake.names()
+        assert names.count("cuDevicePrimaryCtxRetain") == names.count("cuDevicePrimaryCtxRelease") == 1
+
+
+def test_fake_checks_arguments_against_the_real_cuda_bindings():
+    """Without a loadable driver, each fake call first makes the real cuda-bindings call with the same
+    arguments, whose conversion refuses what the real API would (the driver load then fails)."""
+    import ctypes
+
+    from . import fake_cuda
+
+    if not fake_cuda._no_driver():
+        pytest.skip("an NVIDIA driver is loadable here: the real calls are not made (the gpu tests run)")
+    fake = FakeCuda()
+    stream = fake.CUstream(1)
+    with pytest.raises(fake_cuda.FakeDriverError, match="cuda-bindings refuses the arguments"):
+        fake.cuLaunchKernel(fake.CUfunction(1), 1, 1, 1, 256, 1, 1, 0, stream,
+                            ((1, 2, 3), (ctypes.c_void_p, ctypes.c_uint32)), 0)  # 3 values, 2 types
+    with pytest.raises(fake_cuda.FakeDriverError, match="cuMemsetD8Async"):
+        fake.cuMemsetD8Async(0x1000, 7, 4, "stream 1")
+    fake_cuda.marshals("cuMemsetD8Async", (0x1000, 7, 4, stream))  # well-typed: passes
 
 
 # -- graphs: reusable command buffers -----------------------------------------------------------------

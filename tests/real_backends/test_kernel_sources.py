@@ -1,5 +1,5 @@
 """The builtin library's CUDA C and MSL sources (``real_backends/common/kernels``) against the kernel ABI
-(``kernel_abi``): CUDA C compiled to PTX by NVRTC (no GPU needed), MSL checked by parsing — and
+(``kernel_abi``): CUDA C compiled to PTX and CUBINs by NVRTC (no GPU needed), MSL checked by parsing — and
 compiled with ``xcrun metal`` where that exists (macOS with Xcode)."""
 
 from __future__ import annotations
@@ -31,6 +31,37 @@ def test_cuda_sources_compile_to_ptx_with_every_entry_point():
         entries = re.findall(r"\.entry\s+(\w+)\s*\(", ptx)
         assert sorted(entries) == sorted(entry_points()), f"compute_{arch}: {entries}"
         assert f".target sm_{arch}" in ptx
+
+
+def test_cuda_sources_compile_to_a_cubin_per_architecture():
+    """The image the adapter prefers (``nvrtc.pick_image``): CUDA ELF machine code for ``sm_<arch>``
+    (e_machine 190, the architecture in e_flags bits 8-15) with a ``.text`` section per entry point."""
+    _nvrtc_or_skip()
+    import struct
+
+    from real_backends.cuda.nvrtc import compile_cubin, supported_archs
+
+    for arch in (min(supported_archs()), 90, max(supported_archs())):
+        cubin = compile_cubin(arch=arch)
+        assert cubin[:4] == b"\x7fELF" and struct.unpack_from("<H", cubin, 18) == (190,)
+        assert (struct.unpack_from("<I", cubin, 48)[0] >> 8) & 0xFF == arch
+        entries = sorted({n.decode() for n in re.findall(rb"\.text\.(\w+)\0", cubin)})
+        assert entries == sorted(entry_points()), f"sm_{arch}: {entries}"
+
+
+def test_cuda_image_choice_per_compute_capability():
+    _nvrtc_or_skip()
+    from real_backends.cuda.nvrtc import pick_image, supported_archs
+
+    newest = max(supported_archs())
+    assert pick_image(9, 0) == ("cubin", 90)
+    assert pick_image(8, 9) == ("cubin", 89)
+    assert pick_image(8, 5) == ("cubin", 80)    # CUBINs run forward within a major version
+    assert pick_image(99, 0) == ("ptx", newest)  # newer than NVRTC: PTX the driver JITs forward
+    from reference.hal import HalError, StatusCode
+    with pytest.raises(HalError) as e:
+        pick_image(5, 0)
+    assert e.value.code == StatusCode.UNAVAILABLE and "compute capability 5.0" in e.value.message
 
 
 def test_cuda_ptx_parameters_follow_the_abi():
