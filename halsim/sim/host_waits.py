@@ -64,7 +64,9 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
         waiter = local.get("waiter")
         if waiter is None or local.get("timeout") is not None:
             return None  # not waiting yet, or a timed wait (may end by itself)
-        return (CONDITION, None) if waiter.locked() else (WAKING, None)
+        # Notified: the waiter lock was released — and is held again once the wait took it back
+        # (``gotit``), while the wait reacquires the condition's own lock.
+        return (CONDITION, None) if waiter.locked() and not local.get("gotit") else (WAKING, None)
     if code in _JOIN_CODES:
         target = frame.f_locals.get("self")
         return (JOIN, target) if isinstance(target, threading.Thread) else None

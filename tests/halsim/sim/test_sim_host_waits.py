@@ -294,3 +294,32 @@ def test_a_traced_put_never_waits_long_for_a_device_held_elsewhere(make, monkeyp
         join(t)
     assert [(e["role"], e["via"]) for e in dev.trace.events("host_sync")] == [
         ("release", "Queue.put"), ("release", "Event.set")]  # (the put, then main's release.set())
+
+
+def test_a_notified_waiter_that_took_its_wake_up_still_reads_as_waking():
+    """Woken, ``Condition.wait`` holds its waiter lock again (``gotit``) while it takes back the
+    condition's own lock — still held here by the notifier: that is WAKING, not a wait."""
+    from halsim.sim.host_waits import CONDITION, WAKING, host_wait
+
+    cond = threading.Condition()
+
+    def waiter():
+        with cond:
+            cond.wait()
+
+    t = start(waiter)
+
+    def state():
+        return host_wait(sys._current_frames().get(t.ident), {}, ())
+
+    deadline = time.monotonic() + WAIT
+    while state() != (CONDITION, None):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    with cond:
+        cond.notify()
+        while not sys._current_frames()[t.ident].f_locals.get("gotit"):  # it took its wake-up
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert state() == (WAKING, None)
+    join(t)
