@@ -84,6 +84,23 @@ class Trace:
         if len(self._events) >= self._spill_threshold:
             self._spill()
 
+    def emit_sorted_run(self, event: dict, field: str) -> None:
+        """:meth:`emit` one of a run of events of one kind by one thread at one instant whose order
+        means nothing, keeping the run sorted by ``field`` (the caller serializes emits): e.g. the
+        joins of ``ThreadPoolExecutor.shutdown``, made in the order of a set of threads (by address)."""
+        events = self._events
+        i = len(events)
+        ev, t, thread, key = event["ev"], event["t"], event["thread"], event[field]
+        while i:
+            prev = events[i - 1]
+            if not (isinstance(prev, dict) and prev.get("ev") == ev and prev.get("t") == t
+                    and prev.get("thread") == thread and prev[field] > key):
+                break
+            i -= 1
+        events.insert(i, event)
+        if len(events) >= self._spill_threshold:
+            self._spill()
+
     def emit_record(self, record: tuple) -> None:
         """Emit one event as a compact record ``(key, value, ...)`` of plain data: the function
         registered with ``@expander(key)`` returns the event's dict when the trace is read

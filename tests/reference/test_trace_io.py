@@ -106,3 +106,16 @@ def test_blocks_expand_to_one_event_per_command(tmp_path):
         (None, 5, "0:0", None, None), (0, 110, "0:0", 100, 3), (1, 125, "0:0", 110, 3), (0, 7, "0:1", 2, 1)]
     t.save(tmp_path / "t.json")
     assert [e["t"] for e in Trace.load(tmp_path / "t.json")] == [5, 110, 125, 7]
+
+
+def test_a_sorted_run_orders_only_its_own_kind_thread_and_instant():
+    trace = Trace()
+    trace.emit({"ev": "host_join", "t": 5, "thread": 0, "joined": 9})  # an earlier instant: stays first
+    trace.emit({"ev": "op", "t": 7, "op": "1:0"})
+    for joined in (3, 1, 4, 2):
+        trace.emit_sorted_run({"ev": "host_join", "t": 7, "thread": 0, "joined": joined}, "joined")
+    trace.emit_sorted_run({"ev": "host_join", "t": 7, "thread": 1, "joined": 0}, "joined")  # another thread
+    trace.emit_sorted_run({"ev": "host_join", "t": 7, "thread": 0, "joined": 2}, "joined")  # a new run
+    got = [(e["ev"], e.get("thread"), e.get("joined")) for e in trace.events()]
+    assert got == [("host_join", 0, 9), ("op", None, None), ("host_join", 0, 1), ("host_join", 0, 2),
+                   ("host_join", 0, 3), ("host_join", 0, 4), ("host_join", 1, 0), ("host_join", 0, 2)]
