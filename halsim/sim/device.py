@@ -208,10 +208,19 @@ class SimDevice(Device):
 
     def _trace_join(self, thread: int, joined: int) -> None:
         with self._lock:  # (at the joiner's clock, among the device calls)
+            self.threads.gate_current()
             giver = self.threads.record_at(joined)
             if giver is not None:
                 self._received_at(self.env.now + giver.lag)  # (the joined thread's clock at its end)
-            super()._trace_join(thread, joined)
+            # Joins of several threads at one instant in the order of the joined (a pool's shutdown
+            # joins a set of threads: its order varies from run to run).
+            self.trace.emit_sorted_run({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined},
+                                       "joined")
+
+    def _host_release(self, via: str):
+        receipt = super()._host_release(via)
+        self.threads.turns.changed()  # (after the giver's own turn at the gate; no lock: see _trace_sync)
+        return receipt
 
     def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> int:
         # At the calling thread's clock, among the device calls. A put made while holding a lock
@@ -219,6 +228,8 @@ class SimDevice(Device):
         # SYNC_LOCK_S it is traced without the lock.
         locked = self._lock.acquire(timeout=SYNC_LOCK_S)
         try:
+            if locked:
+                self.threads.gate_current()
             return super()._trace_sync(thread, role, sync, via)
         finally:
             if locked:

@@ -21,7 +21,8 @@ too, since any of them might wake it. A running thread in none of these that mad
 deadline expires and no deadlock is declared while one is alive, since it may still signal.
 
 Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
-their indices do not depend on which one reaches the device first.
+their indices do not depend on which one reaches the device first; and they take turns at device
+calls (:mod:`.host_turns`), so what they trace comes in the same order in every run.
 
 Each registered thread has a clock: ``env.now + lag``. Non-blocking calls add their host cost to the
 lag (virtual time the thread spent without blocking); a release sets the clock to the release time.
@@ -50,6 +51,7 @@ from reference.hal import HalError, StatusCode, WaitMode
 from reference.hal.wait import deadline_exceeded
 
 from .deadlock import deadlock_error
+from .host_turns import BLOCKED, RUNNING, Turns
 from .host_waits import CONDITION, JOIN, WAKING, describe, host_wait
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
@@ -60,7 +62,6 @@ GRACE_S = 2.0  # real seconds an unregistered new thread counts as "about to cal
 STALL_S = 0.1  # real seconds without a device call after which a running thread no longer holds back work
 INF = float("inf")
 
-RUNNING, BLOCKED = "running", "blocked"
 PENDING, RESOLVED, RELEASED = "pending", "resolved", "released"
 ACTIVE, STALLED, ALL_BLOCKED = "active", "stalled", "all blocked"
 
@@ -68,7 +69,7 @@ ACTIVE, STALLED, ALL_BLOCKED = "active", "stalled", "all blocked"
 class HostThread:
     """A registered host thread: its index, real thread, clock lag and current blocking call."""
 
-    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited")
+    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited", "gate_key", "turn", "passed")
 
     def __init__(self, index: int, thread: threading.Thread):
         self.index = index
@@ -78,6 +79,9 @@ class HostThread:
         self.block: Block | None = None
         self.active_at = time.monotonic()  # real time of its last device call or wake-up
         self.waited = False  # last seen in a wait of host_waits (so its end is a wake-up)
+        self.gate_key: tuple[int, int] | None = None  # (clock, index) while it waits to run (gate)
+        self.turn: threading.Condition | None = None  # what it waits on at the gate (on the device lock)
+        self.passed: tuple | None = None  # (epoch, thread count, limit) when it last went through the gate
 
     def __repr__(self) -> str:
         return f"<HostThread {self.index} {self.state} lag={self.lag}>"
@@ -128,6 +132,9 @@ class HostThreads:
         self._releases = 0
         self._changes = 0  # bumped whenever a block is created, resolved or released
         self._user_code = False
+        self.turns = Turns(self)  # one host thread at a time (the gate)
+        # (read by Turns: module constants here, so that tests may change them)
+        self.first_poll_s, self.poll_s, self.stall_s = FIRST_POLL_S, POLL_S, STALL_S
 
     # -- identity and clocks -------------------------------------------------------------------------
 
@@ -152,6 +159,8 @@ class HostThreads:
         if ht is None or ht.thread is not current_thread():
             register()
             ht = self.current()
+        if threading.active_count() != self.turns.solo:
+            self.turns.gate(ht)
         ht.active_at = monotonic()
         ht.lag += ns
 
@@ -187,6 +196,7 @@ class HostThreads:
         self._by_ident[threading.get_ident()] = ht
         self._order.append(ht)
         self._known.add(thread)
+        self.turns.changed()
         return ht
 
     def clock(self) -> int:
@@ -238,6 +248,8 @@ class HostThreads:
         ht.state = BLOCKED
         ht.block = b
         self._changes += 1
+        self.turns.changed()
+        self.turns.wake_next()  # a thread at the gate may have waited for this one to block
         poll = FIRST_POLL_S
         try:
             while b.state != RELEASED:
@@ -251,7 +263,16 @@ class HostThreads:
             ht.block = None
             ht.state = RUNNING
         ht.lag = max(0, b.release_t - self.env.now)
+        if threading.active_count() != self.turns.solo:
+            self.turns.gate(ht)  # threads released at one instant go on one at a time, in order
         return b.outcome
+
+    def gate_current(self) -> None:
+        """The gate (:mod:`.host_turns`) for the calling thread if it is a registered host thread (a
+        traced hand-off: its record comes in turn too)."""
+        ht = self.current()
+        if ht is not None and threading.active_count() != self.turns.solo:
+            self.turns.gate(ht)
 
     def resolve(self, b: Block, outcome: HalError | None, at: int) -> None:
         """``b``'s condition held at virtual time ``at``: release it then (or at its deadline)."""
@@ -277,6 +298,7 @@ class HostThreads:
         b.thread.active_at = time.monotonic()
         self._releases += 1
         self._changes += 1
+        self.turns.changed()
         b.cond.notify()
 
     def pending_blocks(self) -> list[Block]:

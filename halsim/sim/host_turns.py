@@ -1,0 +1,141 @@
+"""Whose turn it is: host threads run one at a time, switching at device calls.
+
+Virtual time alone does not make a multi-threaded host program deterministic: between two device
+calls, threads run real Python side by side, so which of two threads released at one instant
+records its next call first, or whether a joiner's ``host_join`` comes before the next call of a
+thread still running, would be up to the OS. So every device call (and every return from a
+blocking one) of a host thread passes a *gate* (:meth:`Turns.gate`): it goes on only when every
+other live host thread is *settled* — blocked in a device call, in a Python wait it cannot leave by
+itself (:mod:`.host_waits`: a join, an untimed ``Queue.get``...), stalled (no device call for
+``STALL_S`` of real time: it may be computing, or blocked in a wait not recognised, such as a plain
+``Lock``) — or waiting at the gate too with a later ``(clock, index)``. The thread that ran last may
+go on while it is less than :data:`TURN_NS` of virtual time ahead of the earliest one waiting (fewer
+switches; each costs a wake-up, ~50 µs here). A new thread counts as running until its first device
+call, for at most ``STALL_S`` too.
+
+Nothing here changes a virtual time: a thread's clock is its own. It fixes the order of the work of
+host threads that meet at an instant, and so the trace's bytes. Not covered: threads that hand off
+through primitives the gate cannot see (a plain ``Lock``, ``Condition.notify`` by hand,
+``SimpleQueue``), and waits with a real-time timeout (they count as running until ``STALL_S``).
+
+The gate's fast path: the thread that ran last goes on without a look at the others while nothing
+that decides who goes has changed (:meth:`Turns.changed`: a thread blocked, was released,
+registered, waited at the gate or handed something over; or threads started or ended).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from time import monotonic
+
+TURN_NS = 50_000  # virtual ns the thread that ran last may be ahead of the earliest one waiting
+RUNNING, BLOCKED = "running", "blocked"  # a registered host thread's state (in a blocking device call)
+
+
+class Turns:
+    """The gate of one device's :class:`~halsim.sim.host.HostThreads` (``threads``)."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self.runner = None      # the HostThread that last went through the gate
+        self.epoch = 0          # see changed()
+        self.limit = None       # set by may_go: the earliest key of another thread at the gate
+        # threading.active_count() when the gate last found no other thread to wait for (callers
+        # skip the gate while the count is the same: one host thread, nothing to order)
+        self.solo = -1
+
+    def changed(self) -> None:
+        """Something that decides who goes next changed (a thread blocked, was released, registered,
+        or is about to hand something to another thread, which may run next)."""
+        self.epoch += 1
+
+    def gate(self, ht) -> None:
+        """Let the calling host thread ``ht`` (device lock held) go on when it is its turn."""
+        threads = self.threads
+        if threads.in_sim():
+            return
+        clock = threads.env._now + ht.lag
+        passed = ht.passed
+        if passed is not None and ht is self.runner and passed[0] == self.epoch and \
+                passed[1] == threading.active_count() and (passed[2] is None or (clock - TURN_NS, -1) < passed[2]):
+            return  # it ran last, is not too far ahead, and nothing that decides changed since
+        self.epoch += 1
+        ht.gate_key = (clock, ht.index)
+        try:
+            if not self.may_go(ht):
+                self.wake_next()  # a thread that waited for this one to reach a device call may go
+                turn = ht.turn
+                if turn is None:
+                    turn = ht.turn = threading.Condition(threads.lock)
+                poll = threads.first_poll_s  # (polls notice what wakes no one: a thread's end...)
+                while not self.may_go(ht):
+                    turn.wait(poll)
+                    poll = min(2 * poll, threads.poll_s)
+        finally:
+            ht.gate_key = None
+        self.runner = ht
+        ht.passed = (self.epoch, threading.active_count(), self.limit)
+
+    def wake_next(self) -> None:
+        """Wake the thread at the gate that may go now, if one may (one wake-up, not all)."""
+        best = None
+        for other in self.threads._order:
+            if other.gate_key is not None:
+                key = self._key(other)
+                if best is None or key < best[0]:
+                    best = (key, other)
+        if best is not None and best[1].turn is not None and self.may_go(best[1]):
+            best[1].turn.notify()
+
+    def _key(self, ht) -> tuple[int, int]:
+        """The order at the gate: (clock, index); the thread that ran last TURN_NS earlier, first."""
+        key = ht.gate_key
+        return (key[0] - TURN_NS, -1) if ht is self.runner else key
+
+    def may_go(self, ht) -> bool:
+        """Whether ``ht`` (at the gate) goes now: every other live host thread is settled or at the
+        gate behind it."""
+        threads = self.threads
+        stall_s = threads.stall_s
+        key = self._key(ht)
+        now = monotonic()
+        frames = None
+        alone = True
+        limit = None
+        for other in threads._order:
+            if other is ht or not other.thread.is_alive():
+                continue
+            alone = False
+            if other.gate_key is not None:
+                if self._key(other) < key:
+                    return False
+                if limit is None or other.gate_key < limit:
+                    limit = other.gate_key
+                continue
+            if other.state == BLOCKED:
+                continue
+            if frames is None:
+                frames = sys._current_frames()
+            if threads._quiet(other.thread, frames, set()) is not None:
+                other.waited = True
+                continue
+            if other.waited:  # woken from a Python wait since: it runs now
+                other.waited = False
+                other.active_at = now
+            if now - other.active_at < stall_s:
+                return False  # running: its next device call (or block) comes first
+        me, known, first_seen = ht.thread, threads._known, threads._first_seen
+        for t in threading.enumerate():  # started after the device, no device call yet
+            if t is me or t in known:
+                continue
+            alone = False
+            if now - first_seen.setdefault(t, now) >= stall_s:
+                continue
+            if frames is None:
+                frames = sys._current_frames()
+            if threads._quiet(t, frames, set()) is None:
+                return False
+        self.solo = threading.active_count() if alone else -1
+        self.limit = limit
+        return True
