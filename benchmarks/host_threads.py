@@ -9,7 +9,9 @@ Command (the figures go in BENCHMARKS.md):
     .venv/bin/python benchmarks/host_threads.py [--devices sim,sim:cuda] [--items 40] [--workers 4]
 
 Prints, per device and feeding mode, the real seconds, the virtual makespan and the real time per item.
-Then the cost of a ``Queue.put`` + ``get`` pair on one thread, which ``reference.hal.host_sync`` wraps
+Then threads that only submit: ``--workers`` threads each making ``--calls`` chained ``queue_fill``
+calls (a wait every 50) on a queue of their own — real µs per call, where host threads take turns at
+device calls (``halsim/sim/host_turns.py``). Then the cost of a ``Queue.put`` + ``get`` pair on one thread, which ``reference.hal.host_sync`` wraps
 process-wide once a device exists: before any device, with the wrappers installed and no device open,
 and with a ``local-task`` / ``sim`` device open whose host thread the caller is (each pair traced as
 two ``host_sync`` events). Run first, before any device, so the plain figure is Python's own.
@@ -66,6 +68,30 @@ def program(uri: str, mode: str, items: int, workers: int) -> tuple[float, int]:
         dev.close()
 
 
+def submitters(uri: str, threads: int, calls: int) -> tuple[float, int]:
+    """Real µs per device call and the makespan: ``threads`` threads each submitting ``calls`` fills."""
+    from reference import hal
+
+    with hal.create_device(uri, queues=threads) as dev:
+        sems = [dev.create_semaphore() for _ in range(threads)]
+        bufs = [dev.allocator.allocate_buffer(64) for _ in range(threads)]
+
+        def submit(t: int) -> None:
+            for k in range(calls):
+                dev.queue_fill([(sems[t], k)], [(sems[t], k + 1)], bufs[t], 0, 64, k & 0xFF, 1,
+                               queue_affinity=1 << t)
+                if k % 50 == 49:
+                    sems[t].wait(k + 1, 30.0)
+
+        t0 = time.perf_counter()
+        workers = [threading.Thread(target=submit, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(120)
+        return (time.perf_counter() - t0) / (threads * calls) * 1e6, dev.now()
+
+
 def handoff_cost(pairs: int = 200_000) -> list[tuple[str, float]]:
     """µs per Queue.put + get on the calling thread in each state (see the module docstring)."""
     from reference import hal
@@ -95,6 +121,7 @@ def main() -> None:
     ap.add_argument("--devices", default="sim,sim:cuda", help="comma-separated sim devices (default: %(default)s)")
     ap.add_argument("--items", type=int, default=40, help="work items fed to the workers (default: %(default)s)")
     ap.add_argument("--workers", type=int, default=4, help="worker threads (default: %(default)s)")
+    ap.add_argument("--calls", type=int, default=2000, help="fills per submitting thread (default: %(default)s)")
     args = ap.parse_args()
     costs = handoff_cost()
     print(f"{'device':12} {'mode':6} {'real s':>8} {'ms/item':>8} {'makespan ns':>14}")
@@ -102,6 +129,10 @@ def main() -> None:
         for mode in ("queue", "pool"):
             real, now = program(uri, mode, args.items, args.workers)
             print(f"{uri:12} {mode:6} {real:8.3f} {1e3 * real / args.items:8.2f} {now:14,}")
+    print(f"\n{args.workers} threads submitting {args.calls} fills each (real µs per call):")
+    for uri in args.devices.split(","):
+        us, now = submitters(uri, args.workers, args.calls)
+        print(f"  {uri:12} {us:7.1f}   makespan {now:,} ns")
     print("\nQueue.put + get on one thread (µs per pair):")
     for what, us in costs:
         print(f"  {what:38} {us:6.2f}")

@@ -270,9 +270,10 @@ class HostThreads:
     def gate_current(self) -> None:
         """The gate (:mod:`.host_turns`) for the calling thread if it is a registered host thread (a
         traced hand-off: its record comes in turn too)."""
-        ht = self.current()
-        if ht is not None and threading.active_count() != self.turns.solo:
-            self.turns.gate(ht)
+        if threading.active_count() != self.turns.solo:
+            ht = self.current()
+            if ht is not None:
+                self.turns.gate(ht)
 
     def resolve(self, b: Block, outcome: HalError | None, at: int) -> None:
         """``b``'s condition held at virtual time ``at``: release it then (or at its deadline)."""
