@@ -87,7 +87,8 @@ class Trace:
     def emit_sorted_run(self, event: dict, field: str) -> None:
         """:meth:`emit` one of a run of events of one kind by one thread at one instant whose order
         means nothing, keeping the run sorted by ``field`` (the caller serializes emits): e.g. the
-        joins of ``ThreadPoolExecutor.shutdown``, made in the order of a set of threads (by address)."""
+        joins of ``ThreadPoolExecutor.shutdown``, made in the order of a set of threads (by address).
+        (A run cut by a spill to disk, every ``spill_threshold`` events, is sorted on each side.)"""
         events = self._events
         i = len(events)
         ev, t, thread, key = event["ev"], event["t"], event["thread"], event[field]
