@@ -52,7 +52,7 @@ from reference.hal.wait import deadline_exceeded
 
 from .deadlock import deadlock_error
 from .host_turns import BLOCKED, RUNNING, Turns
-from .host_waits import CONDITION, JOIN, WAKING, describe, host_wait
+from .host_waits import CONDITION, JOIN, TIMED, WAKING, describe, host_wait
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
 # A blocked call's first checks come sooner (doubling up to POLL_S): another thread that just
@@ -181,7 +181,7 @@ class HostThreads:
                     continue
                 if now - self._first_seen.setdefault(t, now) < GRACE_S:
                     frames = frames or sys._current_frames()
-                    if self._quiet(t, frames, set()) is None:  # not idle in Queue.get or the like
+                    if self._quiet(t, frames, set()) in (None, TIMED):  # not idle in Queue.get or the like
                         earlier = True
                         break
             if not earlier:
@@ -328,6 +328,10 @@ class HostThreads:
                 if frames is None:
                     frames = sys._current_frames()
                 quiet = self._quiet(ht.thread, frames, set())
+                if quiet == TIMED:  # may end by itself: as a stalled thread (work goes on, no deadline)
+                    ht.waited = True
+                    stalled = True
+                    continue
                 if quiet is not None:
                     ht.waited = True
                     host_waits = host_waits or quiet == CONDITION
@@ -349,7 +353,7 @@ class HostThreads:
             if frames is None:
                 frames = sys._current_frames()
             quiet = self._quiet(t, frames, set())
-            if quiet is None:
+            if quiet is None or quiet == TIMED:
                 if t not in self._known and now - self._first_seen.setdefault(t, now) < GRACE_S:
                     return ACTIVE
                 outside_busy = True
@@ -378,7 +382,8 @@ class HostThreads:
     def _quiet(self, thread: threading.Thread, frames: dict, seen: set) -> str | None:
         """Why ``thread`` cannot call the device before another thread acts: "blocked" (in a device
         call), CONDITION (in a Python primitive's wait, :mod:`.host_waits`), JOIN (joining a thread
-        that is itself quiet, or a registered one, which is judged on its own); None if it may."""
+        that is itself quiet, or a registered one, which is judged on its own); TIMED (in a wait with
+        a real-time timeout: not before another thread acts, or the timeout passes); None if it may."""
         ht = self.record_of(thread)
         if ht is not None and ht.state == BLOCKED:
             return BLOCKED
@@ -386,8 +391,8 @@ class HostThreads:
         if wait is None or wait[0] == WAKING:
             return None
         kind, target = wait
-        if kind == CONDITION:
-            return CONDITION
+        if kind == CONDITION or kind == TIMED:
+            return kind
         if target is None or not target.is_alive() or target in seen:
             return None  # the join is returning, or joins form a cycle (a Python deadlock)
         seen.add(thread)
@@ -401,7 +406,7 @@ class HostThreads:
         frames = sys._current_frames()
         return tuple((ht.index, describe(frames.get(ht.thread.ident)))
                      for ht in self._order if ht.state == RUNNING and ht.thread.is_alive()
-                     and self._quiet(ht.thread, frames, set()) is not None)
+                     and self._quiet(ht.thread, frames, set()) not in (None, TIMED))
 
     def user_code_ran(self) -> None:
         """The simulator ran host code (a host call): it may have started threads or changed state."""

@@ -6,7 +6,7 @@ records its next call first, or whether a joiner's ``host_join`` comes before th
 thread still running, would be up to the OS. So every device call (and every return from a
 blocking one) of a host thread passes a *gate* (:meth:`Turns.gate`): it goes on only when every
 other live host thread is *settled* — blocked in a device call, in a Python wait it cannot leave by
-itself (:mod:`.host_waits`: a join, an untimed ``Queue.get``...), stalled (no device call for
+itself (:mod:`.host_waits`: a join, a ``Queue.get``..., timed or not), stalled (no device call for
 ``STALL_S`` of real time: it may be computing, or blocked in a wait not recognised, such as a plain
 ``Lock``) — or waiting at the gate too with a later ``(clock, index)``. The thread that ran last may
 go on while it is less than :data:`TURN_NS` of virtual time ahead of the earliest one waiting (fewer
@@ -15,8 +15,8 @@ call, for at most ``STALL_S`` too.
 
 Nothing here changes a virtual time: a thread's clock is its own. It fixes the order of the work of
 host threads that meet at an instant, and so the trace's bytes. Not covered: threads that hand off
-through primitives the gate cannot see (a plain ``Lock``, ``Condition.notify`` by hand,
-``SimpleQueue``), and waits with a real-time timeout (they count as running until ``STALL_S``).
+through primitives the gate cannot see (a plain ``Lock``, ``SimpleQueue``), and real-time timeouts
+that expire.
 
 The gate's fast path: the thread that ran last goes on without a look at the others while nothing
 that decides who goes has changed (:meth:`Turns.changed`: a thread blocked, was released,

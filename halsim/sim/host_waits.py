@@ -13,8 +13,10 @@ primitives that only another thread can end. This module recognises those waits:
 * a ``ThreadPoolExecutor`` worker idle on an empty work queue: :data:`CONDITION` too (only a
   ``submit`` wakes it).
 
-A wait with a real-time timeout other than a join is not recognised: it may end by itself, and a
-thread that does something after it (a watchdog) must not see its device deadlines expire first.
+* a ``Condition.wait`` with a real-time timeout not yet notified — ``q.get(timeout=1)``,
+  ``ev.wait(0.2)``: :data:`TIMED`. It may end by itself, and a thread that does something after it (a
+  watchdog) must not see its device deadlines expire first; so it is not a wait the simulator may
+  count as blocked, only one it need not wait for (it is treated as stalled at once).
 Plain locks (``Lock.acquire``, ``with lock:``) and ``SimpleQueue.get`` block in C with no frame of
 their own and are not recognised either.
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 import sys
 import threading
 
-JOIN, CONDITION, WAKING = "join", "condition", "waking"
+JOIN, CONDITION, TIMED, WAKING = "join", "condition", "timed", "waking"
 
 
 def _code(fn):
@@ -51,7 +53,8 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
     """``(kind, thread)`` for a thread whose innermost Python frame is ``frame`` (``frames`` maps
     idents to innermost frames, for finding who runs a future; ``host_threads`` are the registered
     :class:`~halsim.sim.host.HostThread` records to look among): ``(JOIN, joined)``,
-    ``(CONDITION, None)``, ``(WAKING, None)``, or None when it waits for nothing recognised."""
+    ``(CONDITION, None)``, ``(TIMED, None)``, ``(WAKING, None)``, or None when it waits for nothing
+    recognised."""
     if frame is None:
         return None
     code = frame.f_code
@@ -62,11 +65,16 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
             return JOIN, joined
         local = frame.f_locals
         waiter = local.get("waiter")
-        if waiter is None or local.get("timeout") is not None:
-            return None  # not waiting yet, or a timed wait (may end by itself)
+        if waiter is None:
+            return None  # not waiting yet
         # Notified: the waiter lock was released — and is held again once the wait took it back
         # (``gotit``), while the wait reacquires the condition's own lock.
-        return (CONDITION, None) if waiter.locked() and not local.get("gotit") else (WAKING, None)
+        notified = not waiter.locked() or local.get("gotit")
+        if local.get("timeout") is not None:
+            if outer is not None and (outer.f_globals.get("__name__") or "").startswith("halsim."):
+                return None  # the simulator's own polls (a blocked call, the gate): not the program's
+            return (WAKING, None) if notified else (TIMED, None)
+        return (WAKING, None) if notified else (CONDITION, None)
     if code in _JOIN_CODES:
         target = frame.f_locals.get("self")
         return (JOIN, target) if isinstance(target, threading.Thread) else None

@@ -45,9 +45,9 @@ def released_together(dev) -> None:
         join(t)
 
 
-def queue_fed_pool(dev) -> None:
+def queue_fed_pool(dev, timeout=None) -> None:
     """Three workers take items from a Queue (which worker gets which item is up to whoever waits
-    first) and hand results back through another."""
+    first) and hand results back through another (main waits with a real-time ``timeout``, or not)."""
     todo, done = queue.Queue(), queue.Queue()
     buf = dev.allocator.allocate_buffer(64 * 8)
     sems = [dev.create_semaphore() for _ in range(8)]
@@ -63,12 +63,16 @@ def queue_fed_pool(dev) -> None:
         t.start()
     for i in range(8):
         todo.put(i)
-    got = sorted(done.get() for _ in range(8))
+    got = sorted(done.get(timeout=timeout) for _ in range(8))
     assert got == list(range(8))
     for _ in threads:
         todo.put(None)
     for t in threads:
         join(t)
+
+
+def queue_fed_pool_timed(dev) -> None:
+    queue_fed_pool(dev, timeout=WAIT)
 
 
 def executor(dev) -> None:
@@ -81,10 +85,10 @@ def executor(dev) -> None:
         return i
 
     with ThreadPoolExecutor(4) as pool:
-        assert [f.result() for f in [pool.submit(item, i) for i in range(6)]] == list(range(6))
+        assert [f.result(WAIT) for f in [pool.submit(item, i) for i in range(6)]] == list(range(6))
 
 
-@pytest.mark.parametrize("program", [released_together, queue_fed_pool, executor])
+@pytest.mark.parametrize("program", [released_together, queue_fed_pool, queue_fed_pool_timed, executor])
 @pytest.mark.parametrize("uri", ["sim", "sim:cuda", "sim:metal"])
 def test_a_multithreaded_program_gives_the_same_trace_bytes_every_run(uri, program, tmp_path):
     traces = set()

@@ -323,3 +323,50 @@ def test_a_notified_waiter_that_took_its_wake_up_still_reads_as_waking():
             time.sleep(0.001)
         assert state() == (WAKING, None)
     join(t)
+
+
+def test_a_timed_python_wait_reads_as_timed_and_the_simulators_own_waits_as_nothing(make):
+    from halsim.sim.host_waits import TIMED, host_wait
+
+    dev = make("generic")
+    s = dev.create_semaphore()
+    ev = threading.Event()
+    blocked = start(lambda: s.wait(1))  # blocks in the device: the simulator's own timed poll
+    timed = start(lambda: ev.wait(30))
+
+    def state(t):
+        return host_wait(sys._current_frames().get(t.ident), {}, ())
+
+    deadline = time.monotonic() + WAIT
+    while state(timed) != (TIMED, None) or not dev.threads.is_blocked(blocked):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert state(blocked) is None
+    ev.set()
+    s.signal(1)
+    join(timed)
+    join(blocked)
+
+
+def test_a_thread_in_a_timed_python_wait_does_not_hold_time_back_for_the_stall_period(make):
+    """Main waits for each result with a real-time timeout, then acknowledges it on the device: that
+    wait counts as stalled at once (it used to hold time back for STALL_S, 100 ms, per item)."""
+    dev = make("generic")
+    results = queue.Queue()
+    sems = [dev.create_semaphore() for _ in range(10)]
+    ack = dev.create_semaphore()
+
+    def worker():
+        for i, s in enumerate(sems):
+            dev.queue_barrier([], [(s, 1)])
+            s.wait(1)  # (virtual time must advance: main is in its timed get)
+            results.put(i)
+            ack.wait(i + 1)
+
+    start_t = time.monotonic()
+    t = start(worker)
+    for i in range(len(sems)):
+        assert results.get(timeout=WAIT) == i
+        ack.signal(i + 1)
+    join(t)
+    assert time.monotonic() - start_t < 0.5  # (10 × STALL_S before)
