@@ -8,7 +8,8 @@ Command (the figures go in BENCHMARKS.md):
 
     .venv/bin/python benchmarks/host_threads.py [--devices sim,sim:cuda] [--items 40] [--workers 4]
 
-Prints, per device and feeding mode, the real seconds, the virtual makespan and the real time per item.
+Prints, per device and feeding mode, the real seconds, the virtual makespan and the real time per item
+(``timed``: the results come back through a second ``Queue``, main waiting with a real-time timeout).
 Then threads that only submit: ``--workers`` threads each making ``--calls`` chained ``queue_fill``
 calls (a wait every 50) on a queue of their own — real µs per call, where host threads take turns at
 device calls (``halsim/sim/host_turns.py``). Then the cost of a ``Queue.put`` + ``get`` pair on one thread, which ``reference.hal.host_sync`` wraps
@@ -41,7 +42,26 @@ def program(uri: str, mode: str, items: int, workers: int) -> tuple[float, int]:
             s.wait(2, 30.0)  # the worker waits for part of its chain
 
         t0 = time.perf_counter()
-        if mode == "queue":
+        if mode == "timed":  # results come back through a Queue; main waits with a real-time timeout
+            todo: queue.Queue = queue.Queue()
+            done: queue.Queue = queue.Queue()
+
+            def worker() -> None:
+                while (i := todo.get()) is not None:
+                    item(i)
+                    done.put(i)
+
+            threads = [threading.Thread(target=worker) for _ in range(workers)]
+            for t in threads:
+                t.start()
+            for i in range(items):
+                todo.put(i)
+                done.get(timeout=30.0)
+            for _ in threads:
+                todo.put(None)
+            for t in threads:
+                t.join(60)
+        elif mode == "queue":
             q: queue.Queue = queue.Queue()
 
             def worker() -> None:
@@ -126,7 +146,7 @@ def main() -> None:
     costs = handoff_cost()
     print(f"{'device':12} {'mode':6} {'real s':>8} {'ms/item':>8} {'makespan ns':>14}")
     for uri in args.devices.split(","):
-        for mode in ("queue", "pool"):
+        for mode in ("queue", "pool", "timed"):
             real, now = program(uri, mode, args.items, args.workers)
             print(f"{uri:12} {mode:6} {real:8.3f} {1e3 * real / args.items:8.2f} {now:14,}")
     print(f"\n{args.workers} threads submitting {args.calls} fills each (real µs per call):")
