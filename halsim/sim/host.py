@@ -133,7 +133,7 @@ class HostThreads:
         self._changes = 0  # bumped whenever a block is created, resolved or released
         self._user_code = False
         self.turns = Turns(self)  # one host thread at a time (the gate)
-        # (read by Turns: module constants here, so that tests may change them)
+        # the pacing Turns uses too (this module's constants: one place where they are set)
         self.first_poll_s, self.poll_s, self.stall_s = FIRST_POLL_S, POLL_S, STALL_S
 
     # -- identity and clocks -------------------------------------------------------------------------
