@@ -15,7 +15,8 @@ calls (a wait every 50) on a queue of their own — real µs per call, where hos
 device calls (``halsim/sim/host_turns.py``). Then the cost of a ``Queue.put`` + ``get`` pair on one thread, which ``reference.hal.host_sync`` wraps
 process-wide once a device exists: before any device, with the wrappers installed and no device open,
 and with a ``local-task`` / ``sim`` device open whose host thread the caller is (each pair traced as
-two ``host_sync`` events). Run first, before any device, so the plain figure is Python's own.
+two ``host_sync`` events). Run first, before any device, so the plain figure is Python's own. And the
+median ``Thread.start()`` of threads started one after another, each signalling once.
 """
 
 from __future__ import annotations
@@ -112,6 +113,23 @@ def submitters(uri: str, threads: int, calls: int) -> tuple[float, int]:
         return (time.perf_counter() - t0) / (threads * calls) * 1e6, dev.now()
 
 
+def thread_start_cost(uri: str, threads: int = 200) -> float:
+    """Median real ms of ``Thread.start()`` for threads started one after another, each signalling once
+    (a host thread that ends: the OS reuses its ident for the next one)."""
+    from reference import hal
+
+    times = []
+    with hal.create_device(uri) as dev:
+        sem = dev.create_semaphore()
+        for i in range(threads):
+            t = threading.Thread(target=sem.signal, args=(i + 1,))
+            t0 = time.perf_counter()
+            t.start()
+            times.append(time.perf_counter() - t0)
+            t.join(30)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
 def handoff_cost(pairs: int = 200_000) -> list[tuple[str, float]]:
     """µs per Queue.put + get on the calling thread in each state (see the module docstring)."""
     from reference import hal
@@ -153,6 +171,9 @@ def main() -> None:
     for uri in args.devices.split(","):
         us, now = submitters(uri, args.workers, args.calls)
         print(f"  {uri:12} {us:7.1f}   makespan {now:,} ns")
+    print("\nThread.start() of short-lived host threads (median ms):")
+    for uri in ["local-task"] + args.devices.split(","):
+        print(f"  {uri:12} {thread_start_cost(uri):7.3f}")
     print("\nQueue.put + get on one thread (µs per pair):")
     for what, us in costs:
         print(f"  {what:38} {us:6.2f}")

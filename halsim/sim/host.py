@@ -143,9 +143,11 @@ class HostThreads:
         return self._sim_ident == threading.get_ident()
 
     def current(self) -> HostThread | None:
-        """The calling thread's record, if it registered (the same real thread, not a reused ident)."""
+        """The calling thread's record, if it registered (the same real thread, not a reused ident:
+        a live thread with the caller's ident is the caller; see Device.known_host_thread for why
+        not ``threading.current_thread()``)."""
         ht = self._by_ident.get(get_ident())
-        if ht is not None and ht.thread is not current_thread():
+        if ht is not None and not ht.thread.is_alive():
             return None
         return ht
 

@@ -119,7 +119,12 @@ class Device:
         """:meth:`host_thread` if the calling thread already is one of this device's, else None (without
         making it one: the trace notes who touched a buffer's bytes, which must not enrol a thread)."""
         entry = self._threads.get(threading.get_ident())
-        return entry[1] if entry is not None and entry[0] is threading.current_thread() else None
+        # A live thread with the caller's ident is the caller (a dead one's ident may be reused).
+        # Not threading.current_thread(): the hand-off wrappers call this from a thread still in
+        # Thread._bootstrap_inner (Thread.start's Event.set), for which current_thread() makes a
+        # _DummyThread — whose own Event.set came back here, about a hundred levels deep (~1 ms per
+        # Thread.start once a device had a thread of the same ident).
+        return entry[1] if entry is not None and entry[0].is_alive() else None
 
     # -- Thread.join (reference.hal.host_join) and hand-offs (reference.hal.host_sync) ------------------
 

@@ -5,6 +5,8 @@ import queue
 import threading
 from concurrent.futures import Future
 
+import pytest
+
 from reference import hal
 from tests.conftest import WAIT, join
 
@@ -112,3 +114,26 @@ def test_a_subclass_keeps_its_order_recorded_unless_it_brings_its_own():
             q.put(1)
             q.get(timeout=WAIT)
         assert syncs(dev) == [(0, "release", 0, "Plain.put"), (0, "acquire", 0, "Plain.get")]
+
+
+@pytest.mark.parametrize("uri", ["local-task", "sim"])
+def test_starting_threads_after_host_threads_ended_makes_no_dummy_threads(uri, monkeypatch):
+    """Thread.start's Event.set runs in the new thread before threading knows it; with a dead host
+    thread's ident reused, the hand-off wrapper's lookup used to call threading.current_thread(),
+    which made a _DummyThread, whose own Event.set came back — a hundred levels, ~1 ms per start."""
+    made = []
+    init = threading._DummyThread.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    with hal.create_device(uri) as dev:
+        sem = dev.create_semaphore()
+        monkeypatch.setattr(threading._DummyThread, "__init__", counting)
+        for i in range(20):  # sequential threads: the OS reuses the idents of the ended ones
+            t = threading.Thread(target=sem.signal, args=(i + 1,))
+            t.start()
+            join(t)
+        assert sem.query() == 20
+    assert made == []
