@@ -134,7 +134,7 @@ class HostThreads:
         self._user_code = False
         self.turns = Turns(self)  # one host thread at a time (the gate)
         # the pacing Turns uses too (this module's constants: one place where they are set)
-        self.first_poll_s, self.poll_s, self.stall_s = FIRST_POLL_S, POLL_S, STALL_S
+        self.poll_s, self.stall_s = POLL_S, STALL_S
 
     # -- identity and clocks -------------------------------------------------------------------------
 

@@ -30,7 +30,11 @@ import threading
 from time import monotonic
 
 TURN_NS = 50_000  # virtual ns the thread that ran last may be ahead of the earliest one waiting
-RUNNING, BLOCKED = "running", "blocked"  # a registered host thread's state (in a blocking device call)
+RUNNING, BLOCKED = "running", "blocked"
+# A thread at the gate is woken when another blocks or reaches the gate; what wakes no one (a thread
+# entering a join or a Queue.get, ending) it notices by polling, first after 50 µs, doubling up to
+# POLL_S (a new thread's first device call waited 0.2 ms for its joiner with host.FIRST_POLL_S).
+GATE_FIRST_POLL_S = 0.00005
 
 
 class Turns:
@@ -68,7 +72,7 @@ class Turns:
                 turn = ht.turn
                 if turn is None:
                     turn = ht.turn = threading.Condition(threads.lock)
-                poll = threads.first_poll_s  # (polls notice what wakes no one: a thread's end...)
+                poll = GATE_FIRST_POLL_S
                 while not self.may_go(ht):
                     turn.wait(poll)
                     poll = min(2 * poll, threads.poll_s)
