@@ -14,6 +14,7 @@ import json
 import importlib.util
 import os
 import sys
+import traceback
 
 from reference import hal
 from reference.trace import Trace
@@ -78,9 +79,10 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a host program on a device and save its trace",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="Exit status: 0 the program returned, 1 it raised a HalError (a DeadlockError on "
-                              "the sim devices),\n2 bad input, 124 --timeout passed.\n"
-                              "Example: halsim run prog.py:main --device local-task --trace t.json --timeout 60")
+                       epilog="Exit status: 0 the program returned, 1 it raised: a HalError (a DeadlockError on "
+                              "the sim devices),\nor its own exception (shown with the program's frames of its "
+                              "traceback; the trace is saved either way),\n2 bad input, 124 --timeout passed.\n"
+                              "Example: halsim run prog.py:main --device local-task --trace t.json --timeout 60\n")
     r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
     r.add_argument("--device", default="local-task", help="device URI, e.g. local-sync, local-task (default: %(default)s)")
     r.add_argument("--trace", help="write the trace (JSON) to this path")
@@ -133,6 +135,18 @@ def load_program(spec: str):
     if not callable(fn):
         raise UsageError(f"program {path!r} has no function {func!r}")
     return fn
+
+
+def program_raised(spec: str, what: str, error: BaseException) -> None:
+    """Print a program's own exception (a bug in it, not bad input): its traceback from the program's
+    first frame on — halsim's frames (this CLI, the timeout runner) say nothing about the bug — then one
+    line naming it."""
+    path = os.path.abspath(spec.partition(":")[0])
+    tb = error.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != path:
+        tb = tb.tb_next
+    sys.stderr.write("".join(traceback.format_exception(type(error), error, tb or error.__traceback__)))
+    print(f"halsim: {what} raised {type(error).__name__}: {error}", file=sys.stderr)
 
 
 def _create(uri: str):
@@ -188,6 +202,9 @@ def cmd_run(args) -> int:
     except hal.HalError as e:  # a deadlock report or a failure the program did not handle
         print(f"halsim: {args.program} on {args.device} raised {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - the program's own bug: its traceback, exit 1
+        program_raised(args.program, f"{args.program} on {args.device}", e)
+        return 1
     finally:
         if args.trace:
             dev.trace.save(args.trace)
@@ -221,6 +238,9 @@ def cmd_difftest(args) -> int:
             progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr)), timeout)
     except ProgramTimeout as e:
         _stuck(f"difftest of {args.program}", e)
+    except Exception as e:  # noqa: BLE001 - the program's own bug (a HalError it raised is compared)
+        program_raised(args.program, f"{args.program} (difftest)", e)
+        return 1
     traces = report.pop("traces")
     if args.out:
         try:

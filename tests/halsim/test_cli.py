@@ -70,6 +70,25 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     assert err.count("\n") == 1 and needle in err and err.startswith("halsim: error: ")
 
 
+@pytest.mark.parametrize("command", [["run", "--device", "sim"], ["difftest", "--real", "local-sync", "--sim", "sim:sync"]])
+def test_a_program_that_raises_shows_its_own_traceback_then_one_line_and_exits_1(tmp_path, capsys, command):
+    prog = tmp_path / "prog.py"
+    prog.write_text("def helper():\n    raise ValueError('boom')\n\n\ndef main(dev):\n"
+                    "    dev.create_semaphore()\n    helper()\n")
+    trace = tmp_path / "t.json"
+    extra = ["--trace", str(trace)] if command[0] == "run" else []
+    assert main([command[0], str(prog), *command[1:], *extra]) == 1
+    err = capsys.readouterr().err.splitlines()
+    start = err.index("Traceback (most recent call last):")
+    assert err[start + 1] == f'  File "{prog}", line 7, in main'  # the program's frames only
+    assert [line for line in err[start:] if line.startswith("  File ")] == [
+        f'  File "{prog}", line 7, in main', f'  File "{prog}", line 2, in helper']
+    what = f"{prog} on sim" if command[0] == "run" else f"{prog} (difftest)"
+    assert err[-2:] == ["ValueError: boom", f"halsim: {what} raised ValueError: boom"]
+    if command[0] == "run":
+        assert [e["ev"] for e in Trace.load(str(trace)).events("semaphore")] == ["semaphore"]  # saved
+
+
 def test_program_errors(tmp_path, capsys):
     bad = tmp_path / "bad.py"
     bad.write_text("raise ValueError('boom')\n")
