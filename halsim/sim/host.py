@@ -250,7 +250,7 @@ class HostThreads:
         ht.state = BLOCKED
         ht.block = b
         self._changes += 1
-        self.turns.changed()
+        self.turns.blocked(ht)
         self.turns.wake_next()  # a thread at the gate may have waited for this one to block
         poll = FIRST_POLL_S
         try:

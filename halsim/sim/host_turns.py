@@ -13,14 +13,29 @@ go on while it is less than :data:`TURN_NS` of virtual time ahead of the earlies
 switches; each costs a wake-up, ~50 µs here). A new thread counts as running until its first device
 call, for at most ``STALL_S`` too.
 
-Nothing here changes a virtual time: a thread's clock is its own. It fixes the order of the work of
-host threads that meet at an instant, and so the trace's bytes. Not covered: threads that hand off
-through primitives the gate cannot see (a plain ``Lock``, ``SimpleQueue``), and real-time timeouts
-that expire.
+No thread's clock changes here. What is fixed is the order in which the work of host threads that
+meet at an instant reaches the device and the trace — the OS's choice before, which could also
+decide results where that order matters (which of two same-time submissions a CUDA-model worker
+issues first). Not covered: threads that hand off through primitives the gate cannot see (a plain
+``Lock``, ``SimpleQueue``), and real-time timeouts that expire.
 
 The gate's fast path: the thread that ran last goes on without a look at the others while nothing
 that decides who goes has changed (:meth:`Turns.changed`: a thread blocked, was released,
 registered, waited at the gate or handed something over; or threads started or ended).
+
+Three threads released at one instant trace their waits in index order, in every run:
+
+>>> import threading
+>>> from reference import hal
+>>> dev = hal.create_device("sim")
+>>> s = dev.create_semaphore()                  # (the main thread is host thread 0)
+>>> threads = [threading.Thread(target=s.wait, args=(1,)) for _ in range(3)]
+>>> for t in threads: t.start()
+>>> dev.queue_barrier([], [(s, 1)])
+>>> for t in threads: t.join()
+>>> [(e["thread"], e["t"]) for e in dev.trace.events("host_wait")]
+[(1, 6200), (2, 6200), (3, 6200)]
+>>> dev.close()
 """
 
 from __future__ import annotations
@@ -53,6 +68,13 @@ class Turns:
         """Something that decides who goes next changed (a thread blocked, was released, registered,
         or is about to hand something to another thread, which may run next)."""
         self.epoch += 1
+
+    def blocked(self, ht) -> None:
+        """``ht`` blocks in a device call: a switch point — it is no longer the thread that ran last, so
+        threads released together later go in ``(clock, index)`` order."""
+        self.epoch += 1
+        if self.runner is ht:
+            self.runner = None
 
     def gate(self, ht) -> None:
         """Let the calling host thread ``ht`` (device lock held) go on when it is its turn."""
