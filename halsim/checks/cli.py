@@ -91,8 +91,11 @@ def _run_program(spec: str, uri: str, timeout: float | None = None):
         notes.append(f"the program deadlocked: {e.message.splitlines()[0]}")
     except hal.HalError as e:
         notes.append(f"the program raised {e.code.name}: {e.message.splitlines()[0] if e.message else ''}")
-    except Exception as e:  # noqa: BLE001 - the user's program failing is bad input
-        raise _BadInput(f"program {spec!r} raised {type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the program's own bug: the trace up to it is checked
+        from halsim.cli import program_raised
+
+        program_raised(spec, "the program", e)  # (its traceback on stderr, from its own frames)
+        notes.append(f"the program raised {type(e).__name__}: {e}")
     finally:
         if stuck is None:  # (a stuck program's threads keep the device: it is not closed)
             dev.close()

@@ -167,3 +167,23 @@ def test_a_schedule_stuck_on_local_task_is_checked_with_timeout(tmp_path):
     doc = json.loads(out)
     assert doc["notes"][0].startswith("the schedule did not finish within 0.5 s of real time")
     assert [n for n in doc["notes"] if "schedule main" in n][0].endswith(", at schedule step host[2] (wait)")
+
+
+def test_a_program_that_raises_has_its_trace_so_far_checked(tmp_path, capsys):
+    """An assertion on bytes read back too early: the race that explains it is reported (it used to
+    be bad input: exit 2, nothing checked)."""
+    prog = tmp_path / "race_assert.py"
+    prog.write_text("def main(dev):\n"
+                    "    buf = dev.allocator.allocate_buffer(64)\n"
+                    "    s = dev.create_semaphore()\n"
+                    "    dev.queue_fill([], [(s, 1)], buf, 0, 64, 7, 1)\n"
+                    "    data = buf.map_read(0, 64)  # no wait on s: a race\n"
+                    "    assert data == bytes([7]) * 64, 'wrong bytes'\n")
+    assert main(["check", str(prog)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert out[1] == "  note: the program raised AssertionError: wrong bytes"
+    assert out[2].startswith("error   hazard.raw [0:0.0, host:0]: map_read by host thread 0 reads buffer b0[0:64)")
+    err = captured.err.splitlines()
+    assert err[1] == f'  File "{prog}", line 6, in main'
+    assert err[-1] == "halsim: the program raised AssertionError: wrong bytes"
