@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from reference import hal
 from tests.conftest import WAIT, join
 
 RUNS = 8
+ROOT = str(Path(__file__).resolve().parents[3])  # the repository root
 
 
 def trace_bytes(dev, path) -> bytes:
@@ -166,46 +168,20 @@ def test_a_thread_blocked_on_a_lock_the_caller_holds_does_not_hang_it():
         assert sem.query() == 100
 
 
-POOL_PROGRAM = """import queue, threading
-
-def main(dev):
-    todo, done = queue.Queue(), queue.Queue()
-    buf = dev.allocator.allocate_buffer(64 * 6)
-    sems = [dev.create_semaphore() for _ in range(6)]
-
-    def worker():
-        while (i := todo.get()) is not None:
-            dev.queue_fill([], [(sems[i], 1)], buf, 64 * i, 64, i + 1, 1)
-            sems[i].wait(1)
-            done.put(i)
-
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for i in range(6):
-        todo.put(i)
-    assert sorted(done.get(timeout=10) for _ in range(6)) == list(range(6))
-    for _ in threads:
-        todo.put(None)
-    for t in threads:
-        t.join()
-"""
-
-
 def test_halsim_run_of_a_worker_pool_writes_the_same_file_in_separate_processes(tmp_path):
     """End to end, across processes with different hash seeds: the same trace file."""
     import os
     import subprocess
     import sys
 
-    prog = tmp_path / "pool.py"
-    prog.write_text(POOL_PROGRAM)
+    prog = tmp_path / "pool.py"  # (the pool above; run from the repository root, as pytest is)
+    prog.write_text("from tests.halsim.sim.test_sim_host_turns import queue_fed_pool_timed as main\n")
     files = []
     for seed in ("1", "2", "3"):
         out = tmp_path / f"t{seed}.json"
         r = subprocess.run([sys.executable, "-m", "halsim.cli", "run", str(prog), "--device", "sim:cuda",
                             "--trace", str(out)], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONHASHSEED": seed})
+                           env={**os.environ, "PYTHONHASHSEED": seed}, cwd=ROOT)
         assert r.returncode == 0, r.stderr
         files.append(out.read_bytes())
     assert files[0] == files[1] == files[2]
