@@ -212,10 +212,7 @@ class SimDevice(Device):
             giver = self.threads.record_at(joined)
             if giver is not None:
                 self._received_at(self.env.now + giver.lag)  # (the joined thread's clock at its end)
-            # Joins of several threads at one instant in the order of the joined (a pool's shutdown
-            # joins a set of threads: its order varies from run to run).
-            self.trace.emit_sorted_run({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined},
-                                       "joined")
+            super()._trace_join(thread, joined)
 
     def _host_release(self, via: str):
         receipt = super()._host_release(via)

@@ -161,7 +161,7 @@ class HostThreads:
         if ht is None or ht.thread is not current_thread():
             register()
             ht = self.current()
-        if threading.active_count() != self.turns.solo:
+        if threading.active_count() != self.turns.solo:  # (the gate's own first test, inlined: every call)
             self.turns.gate(ht)
         ht.active_at = monotonic()
         ht.lag += ns
@@ -265,14 +265,13 @@ class HostThreads:
             ht.block = None
             ht.state = RUNNING
         ht.lag = max(0, b.release_t - self.env.now)
-        if threading.active_count() != self.turns.solo:
-            self.turns.gate(ht)  # threads released at one instant go on one at a time, in order
+        self.turns.gate(ht)  # threads released at one instant go on one at a time, in order
         return b.outcome
 
     def gate_current(self) -> None:
         """The gate (:mod:`.host_turns`) for the calling thread if it is a registered host thread (a
         traced hand-off: its record comes in turn too)."""
-        if threading.active_count() != self.turns.solo:
+        if threading.active_count() != self.turns.solo:  # (before the lookup: a lone thread's put/get)
             ht = self.current()
             if ht is not None:
                 self.turns.gate(ht)

@@ -60,8 +60,8 @@ class Turns:
         self.runner = None      # the HostThread that last went through the gate
         self.epoch = 0          # see changed()
         self.limit = None       # set by may_go: the earliest key of another thread at the gate
-        # threading.active_count() when the gate last found no other thread to wait for (callers
-        # skip the gate while the count is the same: one host thread, nothing to order)
+        # threading.active_count() when the gate last found no other thread to wait for (the gate
+        # returns at once while the count is the same)
         self.solo = -1
 
     def changed(self) -> None:
@@ -72,12 +72,14 @@ class Turns:
     def blocked(self, ht) -> None:
         """``ht`` blocks in a device call: a switch point — it is no longer the thread that ran last, so
         threads released together later go in ``(clock, index)`` order."""
-        self.epoch += 1
+        self.changed()
         if self.runner is ht:
             self.runner = None
 
     def gate(self, ht) -> None:
         """Let the calling host thread ``ht`` (device lock held) go on when it is its turn."""
+        if threading.active_count() == self.solo:
+            return  # one host thread and no other thread since: nothing to order
         threads = self.threads
         if threads.in_sim():
             return

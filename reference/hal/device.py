@@ -162,7 +162,10 @@ class Device:
             self._trace_join(index, joined)
 
     def _trace_join(self, thread: int, joined: int) -> None:
-        self.recorder.emit({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined})
+        # Joins of several threads at one instant in the order of the joined threads: a pool's
+        # shutdown joins a set of threads, whose order varies from run to run.
+        self.trace.emit_sorted_run({"ev": "host_join", "t": self.now(), "thread": thread, "joined": joined},
+                                   "joined")
 
     def _host_release(self, via: str) -> tuple[int, int] | None:
         """The calling thread hands something to another thread (``via``, e.g. "Queue.put"): trace

@@ -86,7 +86,8 @@ class Trace:
 
     def emit_sorted_run(self, event: dict, field: str) -> None:
         """:meth:`emit` one of a run of events of one kind by one thread at one instant whose order
-        means nothing, keeping the run sorted by ``field`` (the caller serializes emits): e.g. the
+        means nothing, keeping the run sorted by ``field`` (emits by other threads meanwhile only
+        land on either side of it: list operations are atomic): e.g. the
         joins of ``ThreadPoolExecutor.shutdown``, made in the order of a set of threads (by address).
         (A run cut by a spill to disk, every ``spill_threshold`` events, is sorted on each side.)"""
         events = self._events
