@@ -112,7 +112,8 @@ class Recorder:
         if cmd.kind == "dispatch":
             spec, wg, consts, _binds = cmd.args
             ev["entry"] = spec.name
-            ev["workgroups"] = list(wg) if isinstance(wg, tuple) else None
+            # a Range (indirect: the counts are read from a buffer) is a tuple too
+            ev["workgroups"] = list(wg) if type(wg) is tuple else None
             ev["constants"] = [c & 0xFFFFFFFF for c in consts]  # cost models scale by them (spin)
         elif cmd.kind == "barrier":
             ev["memory_barrier"] = cmd.args[2]
