@@ -6,9 +6,10 @@
   ``CL_MEM_USE_HOST_PTR`` buffer, so host mapping and the device see the same memory (PoCL's CPU
   device uses the host pointer; :func:`check_coherent` verifies it when the device is created).
 * Commands: fill → ``clEnqueueFillBuffer``; update → a write from the bytes captured at record
-  time; copy → ``clEnqueueCopyBuffer`` (through a host snapshot when the ranges overlap, which
-  OpenCL forbids); dispatch → the builtin library's OpenCL C kernels (``kernel_abi``), built once per
-  context; barriers and HAL events need nothing on an in-order queue.
+  time; copy → ``clEnqueueCopyBuffer`` (staged through a temporary device buffer when the ranges
+  overlap — binding-table slots aliasing one buffer — which OpenCL forbids); dispatch → the builtin
+  library's OpenCL C kernels (``kernel_abi``), built once per context; barriers and HAL events need
+  nothing on an in-order queue.
 * Native events: a device-signal event is a marker (``clEnqueueMarkerWithWaitList``); unresolved
   waits become user events (``clCreateUserEvent``) set by the engine; no pool.
 * Timestamps: profiling counters (PoCL: ``CLOCK_MONOTONIC_RAW``) shifted onto the host's
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -219,9 +221,10 @@ class OpenCLAdapter(Adapter):
                 a, b = self._buffer(src, "copy source"), self._buffer(dst, "copy target")
                 if src.buffer is dst.buffer and src.offset < dst.offset + dst.length and \
                         dst.offset < src.offset + src.length:
-                    raise HalError(StatusCode.UNIMPLEMENTED, "opencl: overlapping copy within one buffer")
-                ev = cl.enqueue_copy(q, b, a, byte_count=src.length, src_offset=src.offset,
-                                     dst_offset=dst.offset, wait_for=wait)
+                    ev = self._staged_copy(q, a, src, b, dst, wait)
+                else:
+                    ev = cl.enqueue_copy(q, b, a, byte_count=src.length, src_offset=src.offset,
+                                         dst_offset=dst.offset, wait_for=wait)
             elif kind == "dispatch":
                 ev = self._dispatch(q, cmd, wait)
                 if ev is None:
@@ -229,8 +232,19 @@ class OpenCLAdapter(Adapter):
             else:  # barrier, signal/reset/wait events: an in-order queue already orders everything
                 continue
             self._waits[stream] = []
-            self._tail[stream] = ev
+            self._tail[stream] = ev.last if isinstance(ev, _Staged) else ev
             action.native.append((cmd.index, ev))
+
+    def _staged_copy(self, q, a, src: Range, b, dst: Range, wait) -> "_Staged":
+        """A copy between overlapping ranges of one buffer (which clEnqueueCopyBuffer refuses with
+        CL_MEM_COPY_OVERLAP): source → a temporary buffer → target, one after the other on the in-order
+        queue, so the target gets the source's bytes as they were before the copy (memmove)."""
+        cl = self.cl
+        temp = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=src.length)
+        first = cl.enqueue_copy(q, temp, a, byte_count=src.length, src_offset=src.offset, dst_offset=0,
+                                wait_for=wait)
+        last = cl.enqueue_copy(q, b, temp, byte_count=src.length, src_offset=0, dst_offset=dst.offset)
+        return _Staged(first, last, temp)
 
     def _dispatch(self, q, cmd, wait):
         spec, workgroups, constants, bindings = cmd.args
@@ -256,7 +270,8 @@ class OpenCLAdapter(Adapter):
             return None
         off, start, end = self.offset_ns, self._start, self._end
         info = self.cl.Event.get_profiling_info  # not ev.profile.start: that is ~15x dearer
-        cmds = [(i, info(ev, start) + off, info(ev, end) + off) for i, ev in events]
+        cmds = [(i, info(ev.first, start) + off, info(ev.last, end) + off) if isinstance(ev, _Staged) else
+                (i, info(ev, start) + off, info(ev, end) + off) for i, ev in events]
         return cmds[0][1], cmds[-1][2], cmds
 
     def reached_at(self, action):
@@ -269,6 +284,15 @@ class OpenCLAdapter(Adapter):
 
     def close(self) -> None:
         self._buffers.clear()  # the engine waited for everything in flight
+
+
+class _Staged(NamedTuple):
+    """The two enqueued copies of a staged copy (one command: from the first's start to the last's
+    end), and the temporary buffer, kept until the action completes."""
+
+    first: object
+    last: object
+    temp: object
 
 
 def _clock_offset(cl, q) -> int:

@@ -46,6 +46,16 @@ def compatibility_of(memory_type: MemoryType, usage: BufferUsage) -> tuple[Buffe
     return compat, MemoryType(memory_type), BufferUsage(usage)
 
 
+def host_bytes(size: int) -> bytearray:
+    """``size`` zeroed bytes of host memory; RESOURCE_EXHAUSTED naming the size when the host cannot
+    provide them (IREE: "libc allocator failed the request"), not Python's MemoryError."""
+    try:
+        return bytearray(size)
+    except MemoryError:
+        raise HalError(StatusCode.RESOURCE_EXHAUSTED,
+                       f"size {size}: the host cannot allocate {size} bytes") from None
+
+
 class Allocator:
     """Allocates buffers for one device (``device.allocator``)."""
 
@@ -69,17 +79,22 @@ class Allocator:
         usage = _flag(usage, BufferUsage, "usage")
         access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL
         compat, memory_type, usage = compatibility_of(memory_type, usage)
-        return self.device._new_buffer(size, memory_type, usage, access, compat, bytearray(size))
+        return self.device._new_buffer(size, memory_type, usage, access, compat, host_bytes(size))
 
     def allocate_transient(self, size: int, memory_type, usage, access, queue: int) -> Buffer:
-        """The uncommitted buffer ``queue_alloca`` returns (storage arrives when the queue runs it)."""
+        """The uncommitted buffer ``queue_alloca`` returns. Its bytes are reserved now, as IREE's heap
+        allocator does at the call (an unsatisfiable size fails the call, RESOURCE_EXHAUSTED, on every
+        device), and become its storage when the queue runs the alloca."""
         size = self._check_size(size)
         memory_type = _flag(memory_type, MemoryType, "memory_type")
         usage = _flag(usage, BufferUsage, "usage")
         access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL  # [H] access 0 means ALL
         compat, memory_type, usage = compatibility_of(memory_type, usage)
         placement = BufferPlacement(self.device, 1 << queue, BufferPlacementFlags.ASYNCHRONOUS)
-        return self.device._new_buffer(size, memory_type, usage, access, compat, None, placement)
+        reserved = host_bytes(size)  # before the buffer exists (and is traced): a failed call makes none
+        buf = self.device._new_buffer(size, memory_type, usage, access, compat, None, placement)
+        buf._reserved = reserved
+        return buf
 
     @staticmethod
     def _check_size(size) -> int:

@@ -1,8 +1,9 @@
 """Buffers, subspans, buffer references and the host mapping helpers (HAL_SEMANTICS §A.6).
 
 A :class:`Buffer` is a view (``offset``, ``byte_length``) of an allocation (its *root*) whose bytes
-live in a ``bytearray``. Transient buffers from ``queue_alloca`` have no storage until the queue
-commits them and none after ``queue_dealloca`` decommits them.
+live in a ``bytearray``. Transient buffers from ``queue_alloca`` reserve their bytes at the call (so an
+allocation that cannot be satisfied fails there, as in IREE) but have no storage until the queue
+commits them, and none after ``queue_dealloca`` decommits them.
 
 >>> from reference import hal
 >>> with hal.create_device("local-sync") as dev:
@@ -108,7 +109,8 @@ class Buffer:
 
     __slots__ = (
         "device", "id", "byte_length", "memory_type", "allowed_usage", "allowed_access",
-        "compatibility", "placement", "_parent", "_offset", "_storage", "_state", "__weakref__",
+        "compatibility", "placement", "_parent", "_offset", "_storage", "_state", "_reserved", "_host_after",
+        "__weakref__",
     )
 
     def __init__(self, device, buf_id, byte_length, memory_type, usage, access, compatibility,
@@ -126,6 +128,9 @@ class Buffer:
         self._storage = storage
         # root only: "committed" | "reserved" (alloca not yet run) | "decommitted"
         self._state = "committed" if storage is not None else "reserved"
+        self._reserved = None  # a transient's bytes until its alloca commits them (Allocator)
+        # Wait timepoints of an alloca committed ahead of its waits (see commit); None when there are none.
+        self._host_after = None
 
     def __repr__(self) -> str:
         sub = f" @{self._offset}" if self._parent is not None else ""
@@ -171,15 +176,33 @@ class Buffer:
             raise HalError(StatusCode.FAILED_PRECONDITION, f"{what} {root.id} {state}")
         return root._storage
 
-    def commit(self) -> None:
+    def commit(self, host_after=()) -> None:
+        """Give the allocation its (reserved) storage. ``host_after`` are the alloca's wait timepoints:
+        a device that commits when it *issues* the alloca, ahead of its waits (``opencl``: later work
+        on its in-order queue needs the storage then), keeps host mapping refused until they are all
+        reached, as on devices that commit after the waits."""
         root = self._root
-        root._storage = bytearray(root.byte_length)
+        if root._storage is None:
+            root._storage = root._reserved if root._reserved is not None else bytearray(root.byte_length)
+            root._reserved = None
         root._state = "committed"
+        pending = tuple(tp for tp in host_after if tp[0].poll(tp[1]) is not True)
+        root._host_after = pending or None
 
     def decommit(self) -> None:
         root = self._root
-        root._storage = None
+        root._storage = root._reserved = root._host_after = None
         root._state = "decommitted"
+
+    def _check_host_after(self, what: str) -> None:
+        """Host mapping of an allocation committed ahead of its alloca's waits: refused until reached."""
+        root = self._root
+        pending = root._host_after
+        if pending is not None:
+            if any(sem.poll(value) is not True for sem, value in pending):
+                raise HalError(StatusCode.FAILED_PRECONDITION,
+                               f"{what} {root.id} used before its queue_alloca committed it")
+            root._host_after = None
 
     # -- host mapping helpers ----------------------------------------------------------------------
 
@@ -188,7 +211,10 @@ class Buffer:
         validate_memory_type(self.memory_type, MemoryType.HOST_VISIBLE, what)
         validate_usage(self.allowed_usage, BufferUsage.MAPPING_SCOPED, what)
         offset, length = calculate_range(self.byte_length, offset, length, what)
-        return self.storage(what), self._offset + offset, length
+        store = self.storage(what)
+        if self._root._host_after is not None:
+            self._check_host_after(what)
+        return store, self._offset + offset, length
 
     def map_read(self, offset: int = 0, length: int = WHOLE_BUFFER) -> bytes:
         if length == 0:
@@ -202,7 +228,9 @@ class Buffer:
     def _who(self) -> dict:
         """Who is accessing the bytes from the host, for the trace: a host call or a host thread."""
         op = _current_host_call()
-        return {"op": op} if op is not None else {"thread": self.device.known_host_thread()}
+        # host_thread(), not known_host_thread(): a thread whose first device use is touching bytes
+        # (handed a buffer through a queue) must be traced as itself, or the checks cannot order it
+        return {"op": op} if op is not None else {"thread": self.device.host_thread()}
 
     def _host_access(self, start: int, length: int, mode: str) -> None:
         self.device.recorder.host_access(self._root.id, start, length, mode, self._who())
@@ -239,6 +267,9 @@ class Buffer:
     def map_range(self, access: MemoryAccess = MemoryAccess.READ, offset: int = 0,
                   length: int = WHOLE_BUFFER) -> "Mapping":
         """A scoped mapping: ``.contents`` is a writable memoryview of the range; ``unmap()`` ends it."""
+        if isinstance(access, bool) or not isinstance(access, int) or access < 0:
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"map_range access must be MemoryAccess flags, got {access!r}")
         access = MemoryAccess(access)
         store, start, length = self._map(access, offset, length, "map_range")
         # The mapping's whole range, at the map: what the host then does through it is not seen.
@@ -323,9 +354,13 @@ class Range(NamedTuple):
         return memoryview(store)[self.offset:self.offset + self.length]
 
 
-def as_ref(value, what: str) -> BufferRef:
-    """Accept a Buffer or a BufferRef wherever a BufferRef is taken; check the fields' types."""
+def as_ref(value, what: str, device=None) -> BufferRef:
+    """Accept a Buffer or a BufferRef wherever a BufferRef is taken; check the fields' types and, given
+    ``device``, that a direct reference's buffer belongs to it (buffer ids are per device: another
+    device's buffer would also be traced as the wrong one)."""
     if isinstance(value, Buffer):
+        if device is not None and value.device is not device:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}: buffer {value.id} belongs to another device")
         return BufferRef(value)
     if not isinstance(value, BufferRef):
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a Buffer or BufferRef, got {type(value).__name__}")
@@ -337,6 +372,8 @@ def as_ref(value, what: str) -> BufferRef:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} has both a buffer and a slot")
     elif not isinstance(value.buffer, Buffer):
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} needs a buffer or a slot")
+    elif device is not None and value.buffer.device is not device:
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}: buffer {value.buffer.id} belongs to another device")
     return value
 
 

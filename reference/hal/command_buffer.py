@@ -216,8 +216,12 @@ class CommandBuffer:
         self._recording(CommandCategory.NONE, "execution_barrier")
         source_stages = _check_flags(source_stages, ExecutionStage, "source_stages")
         target_stages = _check_flags(target_stages, ExecutionStage, "target_stages")
-        memory_barriers = tuple(memory_barriers or ())
-        buffer_barriers = tuple(buffer_barriers or ())
+        memory_barriers = _sequence(memory_barriers or (), "memory_barriers")  # (None: none, as before)
+        buffer_barriers = _sequence(buffer_barriers or (), "buffer_barriers")
+        for i, mb in enumerate(memory_barriers):
+            if not isinstance(mb, (tuple, list)) or len(mb) != 2:
+                raise HalError(StatusCode.INVALID_ARGUMENT,
+                               f"memory_barriers[{i}] must be (source_scope, target_scope), got {mb!r}")
         refs = []
         for i, bb in enumerate(buffer_barriers):
             try:
@@ -225,7 +229,7 @@ class CommandBuffer:
             except (TypeError, ValueError):
                 raise HalError(StatusCode.INVALID_ARGUMENT,
                                f"buffer_barriers[{i}] must be (source_scope, target_scope, BufferRef)") from None
-            refs.append((as_ref(ref, f"buffer_barriers[{i}]"), ""))
+            refs.append((as_ref(ref, f"buffer_barriers[{i}]", self.device), ""))
         self._commands.append(_Recorded("barrier", tuple(refs),
                                         (source_stages, target_stages, bool(memory_barriers or buffer_barriers))))
 
@@ -236,34 +240,41 @@ class CommandBuffer:
         self._event_command("reset_event", (event,), source_stages, source_stages)
 
     def wait_events(self, events: Sequence[Event], source_stages, target_stages) -> None:
-        self._event_command("wait_events", tuple(events), source_stages, target_stages)
+        self._event_command("wait_events", _sequence(events, "wait_events: events"), source_stages, target_stages)
 
     def _event_command(self, kind, events, source_stages, target_stages):
         self._recording(CommandCategory.DISPATCH, kind)
         for i, e in enumerate(events):
             if not isinstance(e, Event):
                 raise HalError(StatusCode.INVALID_ARGUMENT, f"{kind}: events[{i}] must be an Event, got {type(e).__name__}")
+            if e.device is not self.device:
+                raise HalError(StatusCode.INVALID_ARGUMENT, f"{kind}: events[{i}] ({e.id}) belongs to another device")
         _check_flags(source_stages, ExecutionStage, "source_stages")
         _check_flags(target_stages, ExecutionStage, "target_stages")
         self._commands.append(_Recorded(kind, (), tuple(e.id for e in events)))
 
     def fill_buffer(self, target, pattern: int, pattern_length: int) -> None:
         self._recording(CommandCategory.TRANSFER, "fill_buffer")
-        target = as_ref(target, "target")
+        target = as_ref(target, "target", self.device)
         if target.length == 0:
             return
-        pat = check_pattern(pattern, pattern_length) if self._validated else \
-            (pattern & ((1 << 8 * pattern_length) - 1)).to_bytes(pattern_length, "little")
-        if self._validated:
-            length = target.length
-            if not target.is_indirect:
-                length = resolve_direct(target, "fill_buffer target").length
-            if target.offset % pattern_length:
-                raise HalError(StatusCode.INVALID_ARGUMENT,
-                               f"fill_buffer target offset {target.offset} is not a multiple of pattern_length {pattern_length}")
-            if length != WHOLE_BUFFER and length % pattern_length:
-                raise HalError(StatusCode.INVALID_ARGUMENT,
-                               f"fill_buffer target length {length} is not a multiple of pattern_length {pattern_length}")
+        if not self._validated:
+            # UNVALIDATED skips CB6, so the pattern is checked where IREE's backend would meet it: when
+            # the command is resolved at submit (_resolved), never as a Python error.
+            self._check_ref(target, "fill_buffer target", BufferUsage.TRANSFER_TARGET, MemoryAccess.WRITE,
+                            BufferCompatibility.QUEUE_TRANSFER)
+            self._commands.append(_Recorded("fill", ((target, "w"),), (pattern, pattern_length)))
+            return
+        pat = check_pattern(pattern, pattern_length)
+        length = target.length
+        if not target.is_indirect:
+            length = resolve_direct(target, "fill_buffer target").length
+        if target.offset % pattern_length:
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"fill_buffer target offset {target.offset} is not a multiple of pattern_length {pattern_length}")
+        if length != WHOLE_BUFFER and length % pattern_length:
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"fill_buffer target length {length} is not a multiple of pattern_length {pattern_length}")
         self._check_ref(target, "fill_buffer target", BufferUsage.TRANSFER_TARGET, MemoryAccess.WRITE,
                         BufferCompatibility.QUEUE_TRANSFER, alignment=pattern_length)
         self._commands.append(_Recorded("fill", ((target, "w"),), pat))
@@ -276,9 +287,12 @@ class CommandBuffer:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"source must be bytes-like, got {type(source).__name__}") from None
         if isinstance(source_offset, bool) or not isinstance(source_offset, int) or source_offset < 0:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"source_offset must be an int >= 0, got {source_offset!r}")
-        target = as_ref(target, "target")
+        target = as_ref(target, "target", self.device)
         if target.length == 0:
             return
+        if source_offset > len(data):  # (a WHOLE_BUFFER length would come out negative)
+            raise HalError(StatusCode.OUT_OF_RANGE, f"update_buffer source_offset {source_offset} past source "
+                           f"length {len(data)}")
         if target.is_indirect:
             length = len(data) - source_offset if target.length == WHOLE_BUFFER else target.length
             target = BufferRef(offset=target.offset, length=length, slot=target.slot)
@@ -294,8 +308,8 @@ class CommandBuffer:
 
     def copy_buffer(self, source, target) -> None:
         self._recording(CommandCategory.TRANSFER, "copy_buffer")
-        source = as_ref(source, "source")
-        target = as_ref(target, "target")
+        source = as_ref(source, "source", self.device)
+        target = as_ref(target, "target", self.device)
         if target.length == 0:
             return
         if self._validated:
@@ -387,7 +401,7 @@ class CommandBuffer:
                 if entry is None or (isinstance(entry, BufferRef) and entry.buffer is None and entry.slot is None):
                     table.append(None)
                     continue
-                ref = as_ref(entry, f"binding_table[{i}]")
+                ref = as_ref(entry, f"binding_table[{i}]", self.device)
                 if ref.is_indirect:
                     raise HalError(StatusCode.INVALID_ARGUMENT, f"binding_table[{i}] must reference a buffer, not a slot")
                 table.append(ref)
@@ -435,16 +449,20 @@ def check_dispatch(executable, entry_point, workgroups, constants, bindings, fla
     """Shared by ``CommandBuffer.dispatch`` and ``queue_dispatch``: None for a no-op dispatch."""
     flags = _check_flags(flags, DispatchFlags, "flags")
     if flags & (DispatchFlags.DYNAMIC_INDIRECT_ARGUMENTS | DispatchFlags.STATIC_INDIRECT_ARGUMENTS):
-        if len(tuple(bindings)) != 1:
-            raise HalError(StatusCode.INVALID_ARGUMENT, "flags: indirect arguments need exactly one binding, "
-                           f"got {len(tuple(bindings))}")
+        count = len(_sequence(bindings, "bindings"))
+        if count != 1:
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"flags: indirect arguments need exactly one binding, got {count}")
         raise HalError(StatusCode.UNIMPLEMENTED, "flags: indirect arguments are not supported by the builtin kernels")
     if isinstance(workgroups, BufferRef) or (hasattr(workgroups, "byte_length")):
-        wg = as_ref(workgroups, "workgroups")
+        wg = as_ref(workgroups, "workgroups", device)
         if wg.offset % 4:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"workgroups (indirect) offset {wg.offset} is not 4-byte aligned")
-        if wg.length != WHOLE_BUFFER and wg.length < 12:
-            raise HalError(StatusCode.OUT_OF_RANGE, f"workgroups (indirect) length {wg.length} < 12 bytes")
+        # IREE [H] skips the check for WHOLE_BUFFER; the resolved length is checked instead: here for a
+        # direct ref, at submit (_resolved) for a binding-table one.
+        length = wg.length if wg.is_indirect else resolve_direct(wg, "workgroups (indirect)").length
+        if length != WHOLE_BUFFER and length < 12:
+            raise HalError(StatusCode.OUT_OF_RANGE, f"workgroups (indirect) length {length} < 12 bytes")
     else:
         try:
             wg = tuple(workgroups)
@@ -464,16 +482,25 @@ def check_dispatch(executable, entry_point, workgroups, constants, bindings, fla
         if len(raw) % 4:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"constants length {len(raw)} is not a multiple of 4 bytes")
         constants = tuple(int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4))
-    consts = tuple(constants)
+    consts = _sequence(constants, "constants")
     for i, c in enumerate(consts):
         if isinstance(c, bool) or not isinstance(c, int) or not -(2**31) <= c < 2**32:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"constants[{i}] must be a 32-bit int, got {c!r}")
     if len(consts) != spec.constant_count:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{spec.name} takes {spec.constant_count} constants, got {len(consts)}")
-    refs = tuple(as_ref(b, f"bindings[{i}]") for i, b in enumerate(bindings))
+    refs = tuple(as_ref(b, f"bindings[{i}]", device) for i, b in enumerate(_sequence(bindings, "bindings")))
     if len(refs) != spec.binding_count:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{spec.name} takes {spec.binding_count} bindings, got {len(refs)}")
     return spec, wg, consts, refs
+
+
+def _sequence(value, what: str) -> tuple:
+    """A sequence argument as a tuple (INVALID_ARGUMENT naming it for None, an int, …)."""
+    if type(value) is tuple:
+        return value
+    if isinstance(value, (str, bytes, dict, set)) or not hasattr(value, "__iter__"):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a sequence, got {type(value).__name__}")
+    return tuple(value)
 
 
 def _overlap(a: Range, b: Range) -> bool:
@@ -486,13 +513,23 @@ def _resolved(index: int, rec: _Recorded, ranges) -> Cmd:
         spec, wg, consts = rec.args
         n = spec.binding_count
         bind_ranges = tuple(r for r, _ in ranges[:n])
-        wg_value = ranges[n][0] if isinstance(wg, BufferRef) else wg
+        wg_value = wg
+        if isinstance(wg, BufferRef):
+            wg_value = ranges[n][0]
+            if wg_value.length < 12:  # a WHOLE_BUFFER or binding-table ref is only known here (CB11)
+                raise HalError(StatusCode.OUT_OF_RANGE, f"command {index} (dispatch): workgroups (indirect) "
+                               f"length {wg_value.length} < 12 bytes")
         return Cmd(index, "dispatch", accesses, (spec, wg_value, consts, bind_ranges))
     if rec.kind == "copy":
         if ranges[0][0].length != ranges[1][0].length:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"command {index} (copy): source length "
                            f"{ranges[0][0].length} != target length {ranges[1][0].length}")
     if rec.kind == "fill":
+        if type(rec.args) is tuple:  # recorded UNVALIDATED: (pattern, pattern_length), checked now
+            try:
+                rec = rec._replace(args=check_pattern(*rec.args))
+            except HalError as e:
+                raise HalError(e.code, f"command {index} (fill): {e.message}") from None
         t = ranges[0][0]
         if t.length % len(rec.args):
             raise HalError(StatusCode.INVALID_ARGUMENT, f"command {index} (fill): length {t.length} is not a "

@@ -24,7 +24,7 @@ import weakref
 from . import host_join, host_sync
 from .allocator import Allocator
 from .buffer import Buffer, BufferRef, as_ref
-from .command_buffer import _INLINE, CommandBuffer, check_dispatch
+from .command_buffer import _INLINE, CommandBuffer, _sequence, check_dispatch
 from .constants import (
     MAX_UPDATE_SIZE,
     QUEUE_AFFINITY_ANY,
@@ -38,6 +38,7 @@ from .constants import (
 )
 from .event import Event
 from .executable import Executable
+from .host_call_context import current as current_host_call
 from .queue_op import QueueOp
 from .semaphore import Semaphore, check_payload
 from .status import HalError, StatusCode
@@ -236,6 +237,8 @@ class Device:
 
     def load_executable(self, name: str = "builtin") -> Executable:
         self._check_open()
+        if not isinstance(name, str):
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"name must be a str, got {type(name).__name__}")
         exe = Executable(self, self._new_id("e"), name)
         self.recorder.executable(exe)
         self._watch(exe, exe.id)
@@ -243,11 +246,15 @@ class Device:
 
     # -- semaphores --------------------------------------------------------------------------------
 
+    # A host call's function signalling (its own signal list, then returning DEFERRED) is the op's
+    # signal, as on the simulator: the checks order it after the function's writes.
     def _host_signal(self, sem: Semaphore, value: int) -> None:
-        self._signal_semaphore(sem, value, f"host:{self.host_thread()}")
+        op = current_host_call()
+        self._signal_semaphore(sem, value, op if op is not None else f"host:{self.host_thread()}")
 
     def _host_fail(self, sem: Semaphore, error: HalError) -> None:
-        self._fail_semaphore(sem, error, f"host:{self.host_thread()}")
+        op = current_host_call()
+        self._fail_semaphore(sem, error, op if op is not None else f"host:{self.host_thread()}")
 
     def _signal_semaphore(self, sem: Semaphore, value: int, cause: str) -> None:
         # Recorded once the value is set and before it wakes anyone: a waiter on another thread would
@@ -374,14 +381,14 @@ class Device:
 
     def queue_fill(self, wait, signal, target: Buffer, offset: int, length: int, pattern: int,
                    pattern_length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
-        target = _direct(target, "target")
+        target = _direct(self, target, "target")
         commands = self._transfer_commands(
             lambda cb: cb.fill_buffer(BufferRef(target, offset, length), pattern, pattern_length))
         self._enqueue("fill", wait, signal, queue_affinity, commands=commands)
 
     def queue_update(self, wait, signal, source, source_offset: int, target: Buffer, target_offset: int,
                      length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
-        target = _direct(target, "target")
+        target = _direct(self, target, "target")
         try:
             data = memoryview(source).cast("B")
         except TypeError:
@@ -389,6 +396,8 @@ class Device:
         for name, v in (("source_offset", source_offset), ("target_offset", target_offset), ("length", length)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise HalError(StatusCode.INVALID_ARGUMENT, f"{name} must be an int >= 0, got {v!r}")
+        if source_offset > len(data):  # (a WHOLE_BUFFER length would come out negative)
+            raise HalError(StatusCode.OUT_OF_RANGE, f"source_offset {source_offset} past source length {len(data)}")
         if length == WHOLE_BUFFER:
             length = len(data) - source_offset
         if source_offset + length > len(data):
@@ -405,18 +414,21 @@ class Device:
 
     def queue_copy(self, wait, signal, source: Buffer, source_offset: int, target: Buffer, target_offset: int,
                    length: int, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
-        source = _direct(source, "source")
-        target = _direct(target, "target")
+        source = _direct(self, source, "source")
+        target = _direct(self, target, "target")
         commands = self._transfer_commands(
             lambda cb: cb.copy_buffer(BufferRef(source, source_offset, length), BufferRef(target, target_offset, length)))
         self._enqueue("copy", wait, signal, queue_affinity, commands=commands)
 
     def queue_dispatch(self, wait, signal, executable: Executable, entry_point, workgroups, constants=(),
                        bindings=(), *, flags=DispatchFlags.NONE, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
-        for i, b in enumerate(bindings):
-            if isinstance(b, BufferRef) and b.is_indirect:
+        checked = check_dispatch(executable, entry_point, workgroups, constants, bindings, flags, self)
+        if checked is None:  # no workgroups: a no-op that still waits and signals (Q13), nothing retained
+            self._enqueue("dispatch", wait, signal, queue_affinity)
+            return
+        for i, ref in enumerate(checked[3]):
+            if ref.is_indirect:
                 raise HalError(StatusCode.INVALID_ARGUMENT, f"bindings[{i}]: queue_dispatch bindings must be direct")
-        check_dispatch(executable, entry_point, workgroups, constants, bindings, flags, self)
 
         def record(cb):
             cb.dispatch(executable, entry_point, workgroups, constants, bindings, flags)
@@ -427,7 +439,8 @@ class Device:
                         queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
         if not callable(fn):
             raise HalError(StatusCode.INVALID_ARGUMENT, f"fn must be callable, got {type(fn).__name__}")
-        self._enqueue("host_call", wait, signal, queue_affinity, host_call=(fn, tuple(args), bool(non_blocking)),
+        args = _sequence(args, "args")
+        self._enqueue("host_call", wait, signal, queue_affinity, host_call=(fn, args, bool(non_blocking)),
                       fields={"non_blocking": bool(non_blocking)})
 
     def queue_flush(self, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
@@ -469,8 +482,8 @@ def _retained(resources, wait, signal, commands) -> tuple:
     return tuple(out)
 
 
-def _direct(buffer, what: str) -> Buffer:
-    ref = as_ref(buffer, what)
+def _direct(device, buffer, what: str) -> Buffer:
+    ref = as_ref(buffer, what, device)
     if ref.is_indirect:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a Buffer")
     return ref.buffer

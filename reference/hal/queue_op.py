@@ -95,7 +95,7 @@ def run_body(device, op: QueueOp, track: int, clock: Callable[[], int]) -> bool:
     """Execute the op's effect. Returns whether the queue should signal; raises HalError on failure."""
     kind = op.kind
     if kind == "alloca":
-        op.buffer.commit()
+        op.buffer.commit(op.wait)  # (the waits matter where a device commits at issue, Buffer.commit)
         device.recorder.commit(op.buffer, op)
     elif kind == "dealloca":
         buf = op.buffer

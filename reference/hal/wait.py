@@ -7,8 +7,8 @@ immediate timeout (0) raises DEADLINE_EXCEEDED; otherwise block until one of tho
 deadline passes. Relative timeouts become absolute deadlines once, at the start.
 
 >>> import math
->>> normalize_timeout(None), normalize_timeout(0), normalize_timeout(math.inf)
-(None, 0.0, None)
+>>> normalize_timeout(None), normalize_timeout(0), normalize_timeout(math.inf), normalize_timeout(10**400)
+(None, 0.0, None, 4294967296.0)
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from .constants import MAX_SEMAPHORE_VALUE, WaitMode
 from .semaphore import Semaphore, check_payload
 from .status import HalError, StatusCode
 
+# Longer finite timeouts are waited as this long (136 years: no difference anyone can observe). Python's
+# waits refuse more than threading.TIMEOUT_MAX (~292 years) — time.sleep even a little less, as it
+# adds the clock's current value — with an OverflowError; and a simulator's nanoseconds stay int64.
+MAX_TIMEOUT_S = float(2**32)
+
 
 def normalize_timeout(timeout) -> float | None:
     """Seconds as float; None for infinite; raise INVALID_ARGUMENT naming ``timeout`` otherwise."""
@@ -29,11 +34,11 @@ def normalize_timeout(timeout) -> float | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be seconds (float) or None, got {timeout!r}")
-    if math.isnan(timeout) or timeout < 0:
+    if timeout != timeout or timeout < 0:  # (NaN; not math.isnan, which overflows on a huge int)
         raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be >= 0 seconds, got {timeout!r}")
-    if math.isinf(timeout):
+    if timeout == math.inf:
         return None
-    return float(timeout)
+    return float(min(timeout, MAX_TIMEOUT_S))  # (min first: float() of a huge int overflows)
 
 
 def check_wait_mode(mode) -> WaitMode:

@@ -23,6 +23,9 @@ class TaskDevice(Device):
             raise HalError(StatusCode.INVALID_ARGUMENT, f"option workers={workers} must be >= 1")
         super().__init__(uri, options)
         self._lock = threading.Lock()
+        # Set by close() under _lock: from then on no op reaches the workers or the pending set (a
+        # submission racing with close is cancelled instead, never left behind the workers' stop).
+        self._stopping = False
         self._pending: set[QueueOp] = set()
         self._ready: queue.SimpleQueue = queue.SimpleQueue()
         self._local = threading.local()  # per thread: its worker track, and the inline barriers to retire
@@ -51,7 +54,12 @@ class TaskDevice(Device):
                 raise state.clone()
         op.pending = len(op.wait) + 1  # +1 guards against dispatch while timepoints are being added
         with self._lock:
-            self._pending.add(op)
+            stopping = self._stopping
+            if not stopping:
+                self._pending.add(op)
+        if stopping:
+            self._cancel(op)
+            return
         for sem, value in op.wait:
             sem.add_timepoint(value, lambda error, op=op: self._resolve_wait(op, error))
         self._resolve_wait(op, None)
@@ -81,8 +89,25 @@ class TaskDevice(Device):
         does not recurse.
         """
         if op.kind != "barrier":
-            self._ready.put(op)
+            # Under the lock close() stops the workers with: an op is queued ahead of their stop
+            # markers (and runs), or close() has begun and it is cancelled here.
+            with self._lock:
+                stopping = self._stopping
+                if not stopping:
+                    self._ready.put(op)
+            if stopping:
+                self._cancel(op)
             return
+        self._retire_inline(op)
+
+    def _cancel(self, op: QueueOp) -> None:
+        """Retire an op that close() overtook: its signals fail with CANCELLED, on this thread."""
+        if op.wait_error is None:
+            op.wait_error = HalError(StatusCode.CANCELLED, "queue shutting down")
+        op.ready_t = self.now()
+        self._retire_inline(op)
+
+    def _retire_inline(self, op: QueueOp) -> None:
         local = self._local
         inline = getattr(local, "inline", None)
         if inline is not None:
@@ -114,17 +139,19 @@ class TaskDevice(Device):
             self._execute(op, track)
 
     def _shutdown(self) -> None:
-        # IREE [H]: pending operations are cancelled with CANCELLED "queue shutting down".
+        # IREE [H]: pending operations are cancelled with CANCELLED "queue shutting down". Ops queued
+        # for the workers before this still run; the workers stop after them (markers queued under the
+        # lock every queueing takes), and an op submitted or made ready from now on is cancelled.
         with self._lock:
+            self._stopping = True
             pending = list(self._pending)
             self._pending.clear()
             for op in pending:
                 op.pending = _DISPATCHED
+            for _ in self._workers:
+                self._ready.put(None)
         for op in pending:
             op.wait_error = HalError(StatusCode.CANCELLED, "queue shutting down")
-            op.ready_t = self.now()
-            self._dispatch(op)
-        for _ in self._workers:
-            self._ready.put(None)
+            self._cancel(op)
         for t in self._workers:
             t.join(timeout=10)
