@@ -15,7 +15,12 @@ Edges, each from what the device and the HAL *guarantee* (never from observed ti
   submissions;
 * semaphore signal → wait: a wait for ``v`` is satisfied by the signal that first brought the
   semaphore to ``>= v`` (an op's signals happen at its end; a host signal at that call);
-* host waits: a wait that returned OK happens after the signals that satisfied it.
+* host waits: a wait that returned OK happens after the signals that satisfied it (ANY: the one
+  satisfied first in the stream); a ``host_query`` (``Semaphore.query`` seeing a new value) after
+  the signal that first brought the semaphore there;
+* host hand-offs: a ``host_join`` after everything the joined thread did; a ``host_sync`` acquire
+  (``Queue.get``, ``Event.wait``, a started thread's first call...) after its release — which, made
+  inside a host call's function (``op``), is the host call's node.
 
 Inside an op's command buffer, commands before a ``barrier`` (or ``wait_events``) happen before the
 commands after it; commands between two barriers may run concurrently (``Op.segment``).
@@ -120,13 +125,16 @@ class HappensBefore:
             nodes = self.host_nodes.setdefault(thread, [])
             for ev in events:
                 n = self._new()
-                if ev.kind in ("signal", "fail", "access"):   # what signal_node and the hazard checks
-                    self.node_of_host[ev.idx] = n              # look up; not every call
+                if ev.kind in ("signal", "fail", "access", "rejected"):  # what signal_node and the
+                    self.node_of_host[ev.idx] = n                        # rules look up; not every call
                 elif ev.kind == "release":
                     released[ev.value] = n
                 if nodes:
                     self._deps[n].append(nodes[-1])
                 nodes.append(n)
+        for role, sync, op_id in m.op_syncs:   # a host call's function released (started a thread...)
+            if role == "release":
+                released[sync] = self.node_of_op[op_id]
         self._thread_of = [-1] * len(self._deps)   # host thread of each host node
         for t, ns in self.host_nodes.items():
             for n in ns:
@@ -153,12 +161,29 @@ class HappensBefore:
                     if src is not None:
                         self._deps[n].append(src)
                 elif ev.kind == "wait" and ev.status == 0:
+                    if ev.mode == "any":
+                        src = self._any_source(ev.wait, ev.idx)
+                        if src is not None:
+                            self._deps[n].append(src)
+                        continue
                     for sem, value in ev.wait:
                         src = self._source(sem, value, ev.idx)
                         if src is not None:
                             self._deps[n].append(src)
-                            if ev.mode == "any":
-                                break  # one satisfied timepoint is all an ANY wait promises
+                elif ev.kind == "query":  # Semaphore.query saw the value: as a wait it satisfied
+                    src = self._source(ev.sem, ev.value, None)
+                    if src is not None:
+                        self._deps[n].append(src)
+        for role, sync, op_id in m.op_syncs:   # a host call's function received a hand-off
+            src = released.get(sync) if role == "acquire" else None
+            on = self.node_of_op[op_id]
+            if src is not None and src != on:
+                self._deps[on].append(src)
+        for op_id, sem, value in m.op_queries:
+            src = self._source(sem, value, None)
+            on = self.node_of_op[op_id]
+            if src is not None and src != on:
+                self._deps[on].append(src)
         # A host call holds its in-order queue until its waits are met (the queue waits on them), but
         # its function runs on the host while the queue goes on: what follows it on the queue comes
         # after what it waited for, not after it.
@@ -187,6 +212,19 @@ class HappensBefore:
                 else:
                     self._deps[on].extend(held.pop(op.queue, ()))
                     last_on_queue[op.queue] = on
+
+    def _any_source(self, waits, before: int) -> int | None:
+        """What an ANY wait that returned OK at stream position ``before`` is ordered after: the
+        signal that satisfied one of its timepoints first in the stream (the one that woke it), or
+        nothing if a timepoint was met by its initial value (the wait returned at once)."""
+        best = None
+        for sem, value in waits:
+            sig = self.model.first_signal(sem, value, before)
+            if sig is None:
+                return None
+            if sig and (best is None or sig[2] < best[2]):
+                best = sig
+        return None if best is None else self.signal_node(best[1], best[2])
 
     def _source(self, sem: str, value: int, before: int | None) -> int | None:
         sig = self.model.first_signal(sem, value, before)

@@ -95,7 +95,8 @@ class HostEvent:
     """One host-thread call that matters for ordering, in program order."""
 
     kind: str          # enqueue | signal | fail | wait | access | join (value: the joined thread) |
-                       # release | acquire (value: the host_sync id)
+                       # release | acquire (value: the host_sync id) | query (a Semaphore.query that
+                       # saw sem reach value) | rejected (a host signal of sem to value the HAL refused)
     idx: int           # stream position
     op: str | None = None
     sem: str | None = None
@@ -138,6 +139,12 @@ class TraceModel:
         # host accesses to buffer bytes (map_read, map_write, …), in trace order:
         # (commands before it, thread or None, host-call op id or None, buf, offset, length, mode, idx)
         self.host_accesses: list[tuple] = []
+        # made inside a host call's function, so ordered as that op: (role, sync id, op) of host_sync
+        # events and (op, sem, value) of host_query events
+        self.op_syncs: list[tuple] = []
+        self.op_queries: list[tuple] = []
+        # host signals the HAL refused (signal_rejected): (sem, value, cause "host:T" or op id, idx, status)
+        self.rejected: list[tuple] = []
         self.ncmds = 0
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
@@ -147,8 +154,13 @@ class TraceModel:
         for op in self.ops.values():
             if op.barriers:
                 op.barriers.sort()
+        # a wait that reached its deadline while nothing could signal it (DEADLINE_EXCEEDED) marks
+        # one only if no host thread acted afterwards: a program that polled with a timeout, then
+        # signaled or submitted what was missing, recovered
+        acted = max((ev.idx for evs in self.host.values() for ev in evs
+                     if ev.kind in ("enqueue", "signal", "fail")), default=-1)
         marks = [ev.idx for evs in self.host.values() for ev in evs
-                 if ev.kind == "wait" and "deadlock" in ev.message]
+                 if ev.kind == "wait" and "deadlock" in ev.message and (ev.status != 4 or ev.idx > acted)]
         marks += [op.done for op in self.ops.values() if op.done is not None and "deadlock" in (op.message or "")]
         # stream position of the first event that reports a deadlock (None: the run did not deadlock);
         # what happens after it is the device being closed under stuck work
@@ -227,7 +239,25 @@ class TraceModel:
             elif ev == "host_join":
                 host(e["thread"]).append(HostEvent("join", idx, value=e["joined"]))
             elif ev == "host_sync":
-                host(e["thread"]).append(HostEvent(e["role"], idx, value=e["sync"]))
+                op_id = e.get("op")
+                if op_id is not None:   # made inside that host call's function: ordered as the op
+                    if op_id in ops:
+                        self.op_syncs.append((e["role"], e["sync"], ops[op_id].id))
+                elif e.get("thread") is not None:
+                    host(e["thread"]).append(HostEvent(e["role"], idx, value=e["sync"]))
+            elif ev == "host_query":
+                if e.get("thread") is not None:
+                    host(e["thread"]).append(HostEvent("query", idx, sem=intern(e["sem"]), value=e["value"]))
+                elif e.get("op") in ops:
+                    self.op_queries.append((ops[e["op"]].id, intern(e["sem"]), e["value"]))
+            elif ev == "signal_rejected":
+                thread, op_id = e.get("thread"), e.get("op")
+                if thread is not None:
+                    host(thread).append(HostEvent("rejected", idx, sem=e["sem"], value=e["value"],
+                                                  status=e.get("status", 0), message=e.get("message", "")))
+                    self.rejected.append((e["sem"], e["value"], f"host:{thread}", idx, e.get("status", 0)))
+                elif op_id in ops:
+                    self.rejected.append((e["sem"], e["value"], ops[op_id].id, idx, e.get("status", 0)))
             elif ev == "host_wait":
                 host(e["thread"]).append(HostEvent(
                     "wait", idx, wait=[(s, v) for s, v in e["wait"]], mode=e.get("mode", "all"),

@@ -13,14 +13,21 @@ release (on the giving thread)          acquire (on the receiving thread)
 ``Event.set``                           an ``Event.wait`` that returns True
 ``Future.set_result``/``set_exception`` ``Future.result``/``exception`` returning (or raising its error)
 ``Executor.submit`` (thread pools)      the work item starting on its worker
+``Thread.start``                        the started thread's first device call
 ======================================  ======================================
 
 A release by a host thread of an open device is traced there as ``host_sync`` (``role``
 "release", a ``sync`` id of that device, ``via`` the call); the matching acquire, by a host thread
 of the same device, as ``host_sync`` with ``role`` "acquire" and the same id (deferred to the
-receiver's first device call if it has made none yet). Everything the giving thread did before the
-release happens before what the receiving thread does after the acquire. The release is traced
-before the item, flag or result becomes visible, so it always precedes its acquire in the trace.
+receiver's first device call if it has made none yet; always so for ``Thread.start``, whose acquire
+is the started thread's first device call). Everything the giving thread did before the release
+happens before what the receiving thread does after the acquire. The release is traced before the
+item, flag or result becomes visible, so it always precedes its acquire in the trace.
+
+Inside a queue host call's function (any thread running it, or a thread it hands to) the release
+or acquire is the host call's: traced with ``op`` (its id) and a null ``thread``, as its buffer
+accesses are — so a host call that returns ``DEFERRED`` and starts a thread to signal its semaphores
+orders what it wrote before that thread's signals.
 
 Not recorded: ``PriorityQueue`` and other ``Queue`` subclasses with their own ``_get``,
 ``SimpleQueue`` (C), locks, ``Condition``, ``threading.Semaphore``, ``Barrier``; a hand-off through a
@@ -38,7 +45,7 @@ True
 'done'
 >>> t.join()
 >>> [(e["thread"], e["role"], e["sync"], e["via"]) for e in dev.trace.events("host_sync")]
-[(1, 'release', 0, 'Queue.put'), (0, 'acquire', 0, 'Queue.get')]
+[(0, 'release', 0, 'Thread.start'), (1, 'acquire', 0, 'Thread.start'), (1, 'release', 1, 'Queue.put'), (0, 'acquire', 1, 'Queue.get')]
 >>> dev.close()
 """
 
@@ -51,6 +58,7 @@ from collections import deque
 from concurrent.futures import _base as futures_base
 from concurrent.futures import thread as futures_thread
 
+from .host_call_context import current as _current_host_call
 from .host_join import _devices
 
 _installed = False
@@ -58,14 +66,17 @@ _local = threading.local()  # the token a Queue.put is about to store / a Queue.
 
 
 def _release(via: str):
-    """Trace a release on every open device the calling thread is a host thread of: the token
-    ``((device ref, receipt), ...)`` that the matching acquire presents (None if none traced it)."""
+    """Trace a release on every open device the calling thread is a host thread of (or whose host
+    call's function it is running): the token ``((device ref, receipt), ...)`` that the matching
+    acquire presents (None if none traced it)."""
     if not _devices:
         return None
+    devices = list(_devices)
+    op = _current_host_call() if len(devices) == 1 else None  # (whose host call: see _op_sync)
     token = []
-    for device in list(_devices):
+    for device in devices:
         try:
-            receipt = device._host_release(via)
+            receipt = device._host_release(via) if op is None else _op_sync(device, op, "release", None, via)
         except Exception:  # noqa: BLE001 - tracing never breaks the program's own hand-off
             continue
         if receipt is not None:
@@ -74,13 +85,54 @@ def _release(via: str):
 
 
 def _acquire(token, via: str) -> None:
+    op = _current_host_call() if token and len(_devices) == 1 else None
     for ref, receipt in token or ():
         device = ref()
         if device is not None:
             try:
-                device._host_acquire(receipt, via)
+                if op is None:
+                    device._host_acquire(receipt, via)
+                else:
+                    _op_sync(device, op, "acquire", receipt, via)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def _op_sync(device, op: str, role: str, receipt, via: str):
+    """A release (``receipt`` None: returns the new receipt) or acquire made inside host call ``op``'s
+    function, traced as the host call's (``op``, ``thread`` null). Only while one device is
+    open: a host call's id does not say which device runs it (with several, the calling thread's own
+    index is used, as outside host calls)."""
+    if device._closed:
+        return None
+    sync = next(device._sync_ids) if receipt is None else receipt[0]
+    t = device.now()
+    device.recorder.emit({"ev": "host_sync", "t": t, "thread": None, "op": op, "role": role, "sync": sync,
+                          "via": via})
+    return sync, t
+
+
+# -- threading.Thread.start: the parent's release, the child's acquire at its first device call -----
+
+def _wrap_thread() -> None:
+    start = threading.Thread.start
+
+    def start_wrapped(self):
+        if _devices and not self._started.is_set():   # (a second start raises, as before)
+            token = _release("Thread.start")
+            for ref, receipt in token or ():
+                device = ref()
+                try:
+                    # The child is no host thread of any device yet: its acquire waits for its first
+                    # device call, as any acquire by a thread that has made none (Device.
+                    # _thread_registered). Time 0, not the release's: on the simulator a receiver's
+                    # clock moves to its giver's, and a new thread keeps the clock it has always had.
+                    device._pending_edges.setdefault(self, []).append(("acquire", (receipt[0], 0), "Thread.start"))
+                except Exception:  # noqa: BLE001 - tracing never breaks the program's own start
+                    pass
+        return start(self)
+
+    _wrap(threading.Thread, "start", start_wrapped)
 
 
 # -- queue.Queue / LifoQueue: a token per item, in a deque beside the items ---------------------------
@@ -219,3 +271,4 @@ def install() -> None:
     _wrap_queue()
     _wrap_event()
     _wrap_futures()
+    _wrap_thread()

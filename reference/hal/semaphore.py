@@ -22,6 +22,7 @@ import threading
 from typing import Callable
 
 from .constants import MAX_SEMAPHORE_VALUE, SEMAPHORE_FAILURE_VALUE
+from .host_call_context import current as _current_host_call
 from .status import HalError, StatusCode
 
 Callback = Callable[[HalError | None], None]
@@ -56,7 +57,8 @@ class Timepoint:
 class Semaphore:
     """A timeline semaphore owned by a device. Create with ``device.create_semaphore(initial_value)``."""
 
-    __slots__ = ("device", "id", "_lock", "_value", "_failure", "_timepoints", "_seq", "__weakref__")
+    __slots__ = ("device", "id", "_lock", "_value", "_failure", "_timepoints", "_seq", "_initial", "_queried",
+                 "__weakref__")
 
     def __init__(self, device, sem_id: str, initial_value: int):
         self.device = device
@@ -66,6 +68,8 @@ class Semaphore:
         self._failure: HalError | None = None
         self._timepoints: list = []  # heap of (value, seq, Timepoint)
         self._seq = itertools.count()
+        self._initial = initial_value
+        self._queried: dict = {}  # who (host thread index or host call id) -> the value its last traced query saw
 
     def __repr__(self) -> str:
         state = f"failed {self._failure.code.name}" if self._failure else f"value {self._value}"
@@ -89,16 +93,45 @@ class Semaphore:
         return self._failure
 
     def query(self) -> int:
-        """The current value; raises the failure (same code and message) if the semaphore failed."""
+        """The current value; raises the failure (same code and message) if the semaphore failed.
+
+        A query that sees a value its thread (or host call) has not seen in a traced query before is
+        traced (``host_query``): the checks order what the caller does next after the signal that
+        brought the semaphore there, as after a wait. A polling loop is traced once per new value."""
         failure = self._failure
         if failure is not None:
             raise failure.clone()
-        return self._value
+        value = self._value
+        if value != self._initial:
+            who = _current_host_call()
+            if who is None:
+                who = self.device.known_host_thread()  # (a thread that never called the device: not traced)
+            if who is not None and self._queried.get(who) != value:
+                self._queried[who] = value
+                rec = self.device.recorder
+                rec.host_query(self, value, {"op": who} if type(who) is str else {"thread": who})
+        return value
 
     def signal(self, value: int) -> None:
-        """Host signal: set the value to ``value`` (strictly increasing) and wake waiters."""
+        """Host signal: set the value to ``value`` (strictly increasing) and wake waiters. A signal
+        refused for a value not above the current one is traced (``signal_rejected``) before raising:
+        it raced with, or came after, the signal that got there first."""
         check_payload(value)
-        self.device._host_signal(self, value)
+        try:
+            self.device._host_signal(self, value)
+        except HalError as e:
+            if e.code == StatusCode.INVALID_ARGUMENT and self._failure is None and value <= self._value:
+                self._trace_rejected(value, e)
+            raise
+
+    def _trace_rejected(self, value: int, error: HalError) -> None:
+        try:
+            who = _current_host_call()
+            who = {"op": who} if who is not None else {"thread": self.device.known_host_thread()}
+            if who.get("thread", 0) is not None:
+                self.device.recorder.signal_rejected(self, value, error, who)
+        except Exception:  # noqa: BLE001 - tracing never hides the program's own error
+            pass
 
     def fail(self, code: StatusCode | int, message: str = "") -> None:
         """Fail the semaphore with a non-OK status; the first failure wins, later ones are ignored."""

@@ -173,6 +173,21 @@ class Recorder:
         ev.update(who)
         self.emit(ev)
 
+    def host_query(self, sem, value: int, who: dict) -> None:
+        """A ``Semaphore.query`` by host thread ``{"thread": n}`` (or from inside host call ``{"op":
+        id}``'s function) saw ``sem`` at ``value``, a value it had not seen in a traced query."""
+        ev = {"ev": "host_query", "t": self.clock(), "sem": sem.id, "value": value}
+        ev.update(who)
+        self.emit(ev)
+
+    def signal_rejected(self, sem, value: int, error, who: dict) -> None:
+        """A host ``Semaphore.signal(value)`` the HAL refused: ``value`` was not above the current
+        value (INVALID_ARGUMENT). ``who`` as for :meth:`host_query`."""
+        ev = {"ev": "signal_rejected", "t": self.clock(), "sem": sem.id, "value": value,
+              "status": int(error.code), "message": error.message}
+        ev.update(who)
+        self.emit(ev)
+
     def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None) -> None:
         ev = {"ev": "host_wait", "t": self.clock(), "thread": thread, "mode": mode, "wait": _tps(timepoints),
               "start": start}

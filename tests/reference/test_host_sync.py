@@ -11,8 +11,10 @@ from reference import hal
 from tests.conftest import WAIT, join
 
 
-def syncs(dev) -> list:
-    return [(e["thread"], e["role"], e["sync"], e["via"]) for e in dev.trace.events("host_sync")]
+def syncs(dev, starts: bool = False) -> list:
+    """The host_sync events, as (thread, role, sync, via); without Thread.start's unless ``starts``."""
+    return [(e["thread"], e["role"], e["sync"], e["via"]) for e in dev.trace.events("host_sync")
+            if starts or e["via"] != "Thread.start"]
 
 
 def in_thread(fn, *args) -> None:
@@ -25,12 +27,13 @@ def test_each_queue_item_carries_its_own_release_fifo_and_lifo():
     with hal.create_device("local-task") as dev:
         dev.create_semaphore()                                     # main: host thread 0
         fifo, lifo = queue.Queue(), queue.LifoQueue()
-        in_thread(lambda: (dev.create_semaphore(), fifo.put("a"), lifo.put("a")))  # thread 1: ids 0, 1
-        in_thread(lambda: (dev.create_semaphore(), fifo.put("b"), lifo.put("b")))  # thread 2: ids 2, 3
+        # (each Thread.start takes an id first)
+        in_thread(lambda: (dev.create_semaphore(), fifo.put("a"), lifo.put("a")))  # thread 1: ids 1, 2
+        in_thread(lambda: (dev.create_semaphore(), fifo.put("b"), lifo.put("b")))  # thread 2: ids 4, 5
         assert [fifo.get(timeout=WAIT), fifo.get(timeout=WAIT)] == ["a", "b"]
         assert [lifo.get(timeout=WAIT), lifo.get(timeout=WAIT)] == ["b", "a"]
-        assert syncs(dev)[4:] == [(0, "acquire", 0, "Queue.get"), (0, "acquire", 2, "Queue.get"),
-                                  (0, "acquire", 3, "LifoQueue.get"), (0, "acquire", 1, "LifoQueue.get")]
+        assert syncs(dev)[4:] == [(0, "acquire", 1, "Queue.get"), (0, "acquire", 4, "Queue.get"),
+                                  (0, "acquire", 5, "LifoQueue.get"), (0, "acquire", 2, "LifoQueue.get")]
 
 
 def test_items_put_before_any_release_keep_the_tokens_aligned():
@@ -137,3 +140,25 @@ def test_starting_threads_after_host_threads_ended_makes_no_dummy_threads(uri, m
             join(t)
         assert sem.query() == 20
     assert made == []
+
+
+def test_thread_start_is_a_release_and_the_started_threads_first_call_its_acquire():
+    with hal.create_device("local-task") as dev:
+        in_thread(lambda: None)                                   # main is no host thread yet: nothing
+        dev.create_semaphore()                                    # main: host thread 0
+        in_thread(lambda: None)                                   # a child that never calls the device
+        in_thread(dev.create_semaphore)                           # thread 1: its acquire at that call
+        assert syncs(dev, starts=True) == [(0, "release", 0, "Thread.start"), (0, "release", 1, "Thread.start"),
+                                           (1, "acquire", 1, "Thread.start")]
+
+
+def test_a_hand_off_inside_a_host_calls_function_is_the_host_calls():
+    with hal.create_device("local-task") as dev:
+        s = dev.create_semaphore()
+        q = queue.Queue()
+        dev.queue_host_call([], [(s, 1)], lambda args, ctx: q.put("x"))
+        s.wait(1, WAIT)
+        assert q.get(timeout=WAIT) == "x"
+        assert [(e["thread"], e.get("op"), e["role"], e["sync"], e["via"])
+                for e in dev.trace.events("host_sync")] == [(None, "0:0", "release", 0, "Queue.put"),
+                                                            (0, None, "acquire", 0, "Queue.get")]

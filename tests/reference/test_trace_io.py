@@ -119,3 +119,21 @@ def test_a_sorted_run_orders_only_its_own_kind_thread_and_instant():
     got = [(e["ev"], e.get("thread"), e.get("joined")) for e in trace.events()]
     assert got == [("host_join", 0, 9), ("op", None, None), ("host_join", 0, 1), ("host_join", 0, 2),
                    ("host_join", 0, 3), ("host_join", 0, 4), ("host_join", 1, 0), ("host_join", 0, 2)]
+
+
+def test_query_and_rejected_signal_records_round_trip(tmp_path):
+    from reference import hal
+
+    with hal.create_device("local-task") as dev:
+        s = dev.create_semaphore()
+        s.signal(3)
+        assert s.query() == 3 and s.query() == 3              # traced once
+        try:
+            s.signal(2)
+        except hal.HalError:
+            pass
+    dev.trace.save(tmp_path / "t.json")
+    back = Trace.load(tmp_path / "t.json")
+    assert [(e["thread"], e["sem"], e["value"]) for e in back.events("host_query")] == [(0, "s0", 3)]
+    assert [(e["thread"], e["sem"], e["value"], e["status"]) for e in back.events("signal_rejected")] == [
+        (0, "s0", 2, 3)]

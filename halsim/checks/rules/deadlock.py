@@ -81,7 +81,8 @@ def check(model, hb) -> list[Finding]:
     st = _State(model)
     stuck = [op for op in model.ops.values() if st.stuck(op)]
     out: list[Finding] = []
-    if not stuck and st.cut is None:
+    if not stuck and st.cut is None and not any(ev.kind == "wait" and ev.status in (4, 10)
+                                                 for evs in model.host.values() for ev in evs):
         return out
     # who would signal (sem, >= value): every op in the trace, stuck or not, sorted by value
     signalers: dict[str, list] = {}
@@ -147,13 +148,14 @@ def check(model, hb) -> list[Finding]:
                 continue
             unmet = st.unmet(ev.wait)
             orphan = [(s, v) for s, v in unmet if not signalers.get(s) or signalers[s][-1][0] < v]
-            if ev.status == 10 or "deadlock" in ev.message:
-                if orphan and (ev.mode == "any" and len(orphan) == len(unmet) or ev.mode == "all"):
-                    s, v = orphan[0]
-                    out.append(Finding("deadlock.host_wait", "error", [],
-                                       f"host thread {thread} waits for {s}>={v} but no operation "
-                                       f"signals {s} to >= {v} and no other host thread did",
-                                       {"thread": thread, "semaphore": s, "value": v}))
+            # a deadline on any device (local-task's too, which cannot tell that nothing could
+            # have signaled in time) counts when no operation signals it and nobody did later
+            if orphan and (ev.mode == "any" and len(orphan) == len(unmet) or ev.mode == "all"):
+                s, v = orphan[0]
+                out.append(Finding("deadlock.host_wait", "error", [],
+                                   f"host thread {thread} waits for {s}>={v} but no operation "
+                                   f"signals {s} to >= {v} and no other host thread did",
+                                   {"thread": thread, "semaphore": s, "value": v}))
     return out
 
 

@@ -224,22 +224,25 @@ def test_host_hand_offs_are_instants_with_an_arrow_from_put_to_get(tmp_path):
     by_name = {d.name: u for u, d in tracks.items()}
     main_ = [p.track_event for p in events[by_name["host thread 0"]] if p.track_event.type == TE.TYPE_INSTANT]
     work = [p.track_event for p in events[by_name["host thread 1"]] if p.track_event.type == TE.TYPE_INSTANT]
-    assert [te.name for te in main_] == ["Queue.put #0", "join host thread 1"]
-    assert [te.name for te in work] == ["Queue.get #0"]
-    assert list(main_[0].flow_ids) == list(work[0].terminating_flow_ids) and len(main_[0].flow_ids) == 1
-    assert {a.name: (a.string_value or a.int_value) for a in work[0].debug_annotations} == {
-        "thread": 1, "role": "acquire", "sync": 0, "via": "Queue.get"}
+    # Thread.start is a hand-off too: main's start → the worker's first device call
+    assert [te.name for te in main_] == ["Thread.start #0", "Queue.put #1", "join host thread 1"]
+    assert [te.name for te in work] == ["Thread.start #0", "Queue.get #1"]
+    for i in (0, 1):
+        assert list(main_[i].flow_ids) == list(work[i].terminating_flow_ids) and len(main_[i].flow_ids) == 1
+    assert {a.name: (a.string_value or a.int_value) for a in work[1].debug_annotations} == {
+        "thread": 1, "role": "acquire", "sync": 1, "via": "Queue.get"}
 
     path = tmp_path / "h.json"
     stats = export_chrome(trace, path)
     evs = json.load(open(path))["traceEvents"]
-    assert [e["name"] for e in evs if e["ph"] == "i"] == ["Queue.put #0", "join host thread 1", "Queue.get #0"]
-    assert [(e["ph"], e["name"]) for e in evs if e["ph"] in "sf"] == [("s", "hand-off"), ("f", "hand-off")]
-    assert stats["flows"] == 1
+    assert [e["name"] for e in evs if e["ph"] == "i"] == [
+        "Thread.start #0", "Queue.put #1", "join host thread 1", "Thread.start #0", "Queue.get #1"]
+    assert [(e["ph"], e["name"]) for e in evs if e["ph"] in "sf"] == [("s", "hand-off"), ("f", "hand-off")] * 2
+    assert stats["flows"] == 2
 
 
 def test_the_plot_draws_the_hand_off_arrow(tmp_path):
     from halsim.trace_tools.plot import plot_trace
 
     info = plot_trace(_handoff_trace(), tmp_path / "h.png")
-    assert (info["rows"], info["arrows"]) == (2, 1)  # host threads 0 and 1; put → get
+    assert (info["rows"], info["arrows"]) == (2, 2)  # host threads 0 and 1; start → first call, put → get
