@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from reference.hal import HalError, Range, StatusCode
+from reference.kernels import KERNELS
 from reference.trace.atomic import atomic_write
 
 FORMAT = "halsim-cost-model"
@@ -71,6 +72,7 @@ KERNEL_FIELDS: dict[str, Any] = {"base_ns": None, "per_workgroup_ns": None, "per
 
 _RATES = ("fill_gb_per_s", "copy_gb_per_s", "update_gb_per_s")
 _OPTIONAL_NS = ("launch_after_issue_ns", "launch_after_host_ns")  # null: the value of launch_ns
+_COUNTS = ("device_concurrency",)  # integer counts, not durations
 
 
 def _bad(message: str) -> HalError:
@@ -89,10 +91,20 @@ def _rate(value, name: str) -> float:
     return float(value)
 
 
-def _kernel(name: str, entry) -> dict:
+def _count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad(f"cost model field {name!r} must be an integer count >= 0, got {value!r}")
+    return value
+
+
+def _kernel(name: str, entry, base: Mapping | None = None) -> dict:
+    """One ``kernels`` entry, its fields over ``base`` (the entry it overrides: the defaults' or an
+    earlier document's for that kernel; else :data:`KERNEL_FIELDS`), checked as a whole."""
     if not isinstance(entry, Mapping):
         raise _bad(f"cost model field 'kernels.{name}' must be an object, got {type(entry).__name__}")
     out = dict(KERNEL_FIELDS)
+    if base is not None:
+        out.update(base)
     for key, value in entry.items():
         where = f"kernels.{name}.{key}"
         if key not in KERNEL_FIELDS:
@@ -105,6 +117,16 @@ def _kernel(name: str, entry) -> dict:
             out[key] = None
         else:
             out[key] = _ns(value, where)
+    index = out["unit_constant"]
+    if out["per_unit_ns"] and index is None:
+        raise _bad(f"cost model field 'kernels.{name}.unit_constant' must name the constant that scales "
+                   f"per_unit_ns={out['per_unit_ns']} (an index >= 0), got null")
+    spec = KERNELS.get(name)
+    if index is not None and spec is not None and index >= spec.constant_count:
+        n = spec.constant_count
+        takes = f"{n} constant{'s' if n != 1 else ''} (indices 0..{n - 1})" if n else "no constants"
+        raise _bad(f"cost model field 'kernels.{name}.unit_constant' is {index}, out of range: kernel "
+                   f"{name!r} takes {takes}")
     return out
 
 
@@ -166,8 +188,8 @@ class CostModel:
                 if not isinstance(value, Mapping):
                     raise _bad(f"cost model field 'kernels' must be an object, got {type(value).__name__}")
                 kernels = {k: dict(v) for k, v in base.kernels.items()}
-                for name, entry in value.items():
-                    kernels[str(name)] = _kernel(str(name), entry)
+                for name, entry in value.items():  # merged over the base's entry for that kernel
+                    kernels[str(name)] = _kernel(str(name), entry, kernels.get(str(name)))
                 changes["kernels"] = kernels
             elif key not in known:
                 raise _bad(f"unknown cost model field {key!r}")
@@ -175,6 +197,8 @@ class CostModel:
                 changes[key] = _rate(value, key)
             elif key in _OPTIONAL_NS and value is None:
                 changes[key] = None
+            elif key in _COUNTS:
+                changes[key] = _count(value, key)
             else:
                 changes[key] = _ns(value, key)
         return replace(base, **changes)

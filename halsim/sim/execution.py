@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Generator
 
-from reference.hal import HalError, Range
+from reference.hal import HalError, Range, StatusCode
 from reference.hal.command_buffer import Commands
 from reference.hal.queue_op import QueueOp, run_body, run_command
 
@@ -47,7 +47,14 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
         if faults is not None:
             faults.check(device, op, None)
         if op.kind != "host_call":
-            return run_body(device, op, track, clock)
+            error = None
+            try:
+                return run_body(device, op, track, clock)
+            except HalError:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. MemoryError committing a huge transient
+                error = internal_error(e)
+            raise error  # (outside the handler: the error keeps no traceback of this frame's callers)
         previous, device._host_call_op = device._host_call_op, op
         try:
             return run_body(device, op, track, clock)
@@ -69,7 +76,7 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
         try:
             for _cmd, _ns, apply, _template in plan:
                 apply()
-        except HalError:
+        except Exception:  # noqa: BLE001 - a HalError or a Python error
             pass  # undo nothing (effects are idempotent writes); the loop below finds and traces the failure
         else:
             if block[1] + lead:
@@ -77,16 +84,17 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
             device.trace.emit_block(block[0], start, op.id, track)
             return True
     for cmd, ns, apply, template in plan:
-        if ns is None:
-            ns = cost.command_ns(cmd)
         try:
+            if ns is None:
+                ns = cost.command_ns(cmd)
             if faults is not None:
                 faults.check(device, op, cmd.index)
             apply()
-        except HalError as e:
-            timeline.append((template, t, t + ns, e))
+        except Exception as e:  # noqa: BLE001 - a HalError, or a Python error: the command fails INTERNAL
+            error = e if isinstance(e, HalError) else internal_error(e)
+            ns = ns or 0
+            timeline.append((template, t, t + ns, error))
             t += ns
-            error = e
             break
         timeline.append((template, t, t + ns, None))
         t += ns
@@ -101,6 +109,13 @@ def timed_body(device, op: QueueOp, track: int, at: int | None = None) -> Genera
 
 
 _HOST_SIDE = ("alloca", "dealloca", "host_call")
+
+
+def internal_error(e: BaseException) -> HalError:
+    """The failure of an operation whose execution raised a Python error (not a HalError: a kernel or
+    model bug, a MemoryError...): INTERNAL "simulator: …", which fails the op's signals as a device
+    error would — never an exception escaping from the simulator into a host wait."""
+    return HalError(StatusCode.INTERNAL, f"simulator: {type(e).__name__}: {e}")
 
 
 def quick_body(device, op: QueueOp, lead: int) -> tuple[int, tuple | None] | None:

@@ -3,9 +3,11 @@
 Host threads run concurrently in real time but each has its own virtual clock, so "already signaled"
 at the moment a wait is called says nothing about virtual time. A wait therefore returns at the
 virtual time its condition became true *as seen by the waiter*: the signal's time, plus the
-semaphore-signal-to-wake latency (``wake_ns``) when another host thread signaled, or when the device
-signaled after the waiter blocked. Computing it from the history, not from the order in which real
-threads happened to run, keeps traces of synchronized multi-thread programs deterministic.
+semaphore-signal-to-wake latency (``wake_ns``) when the signal came after the wait was called in
+virtual time (the waiter was blocked: something had to wake it) and was not the waiter's own. A
+value reached at or before the call costs no wake-up: the wait is met when it is called (so a poll,
+``timeout=0``, succeeds). Computing it from the history, not from the order in which real threads
+happened to run, keeps traces of synchronized multi-thread programs deterministic.
 
 >>> h = SemaphoreHistory(wake_ns=50)
 >>> h.signaled("s0", 1, t=100, actor=None)   # the device signaled s0 = 1 at t=100
@@ -14,6 +16,8 @@ threads happened to run, keeps traces of synchronized multi-thread programs dete
 (300, 1)
 >>> h.effective(300, 1, me=0, start=0)       # thread 0 sees thread 1's signal after the wake latency
 350
+>>> h.effective(300, 1, me=0, start=400)     # ... but a wait called after the signal is met at once
+300
 """
 
 from __future__ import annotations
@@ -91,10 +95,10 @@ class SemaphoreHistory:
         return self.reached_at(sem.id, value)
 
     def effective(self, t: int, actor: Actor, me: Actor, start: int) -> int:
-        """When a waiter (host thread ``me``, blocked since ``start``) observes a change made at ``t``."""
-        if actor is not None and actor == me:
-            return t
-        if actor is not None or t > start:
+        """When a waiter (host thread ``me``, waiting since ``start``) observes a change made at ``t``:
+        ``t`` when the change came at or before the wait in virtual time (the wait is met when it is
+        called: nothing wakes it) or was the waiter's own; else ``t`` plus the wake latency."""
+        if t > start and (actor is None or actor != me):
             return t + self.wake_ns
         return t
 

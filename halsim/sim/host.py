@@ -15,10 +15,12 @@ here sleeps in real time otherwise.
 A running thread that cannot call the device before another thread acts counts as blocked too:
 one in ``Thread.join``, in ``Future.result`` of a pool work item, in an untimed ``Queue.get`` /
 ``Event.wait`` / ... not yet notified, or an idle pool worker (read from its frames,
-:mod:`.host_waits`) — the last kinds only while every thread the simulator does not hold waits so
-too, since any of them might wake it. A running thread in none of these that made no device call for
+:mod:`.host_waits`) — the last kinds only while no thread the simulator does not hold is running,
+since any of them might wake it, or once the thread has waited so for :data:`GRACE_S` (an outside
+thread never holds virtual time back for ever). A running thread in none of these that made no device call for
 :data:`STALL_S` of real time is *stalled*: simulated work (queue operations, sleeps) proceeds, but no
-deadline expires and no deadlock is declared while one is alive, since it may still signal.
+deadline expires (but a poll's: timeout 0) and no deadlock is declared while one is alive, since it may
+still signal.
 
 Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
 their indices do not depend on which one reaches the device first; and they take turns at device
@@ -319,8 +321,10 @@ class HostThreads:
         """ACTIVE if some candidate thread may still call the device soon; STALLED if the only running
         ones made no device call for STALL_S (computing, or in a wait not recognised); else
         ALL_BLOCKED. A running thread in a wait it cannot leave by itself (:mod:`.host_waits`) counts
-        as blocked — but a Python primitive's wait only while every thread the simulator does not
-        hold is in such a wait too, since any of them might wake it."""
+        as blocked — but a Python primitive's wait only while no thread the simulator does not hold
+        is running (nor in a wait with a real-time timeout), since any of them might wake it, or
+        once it has waited so for GRACE_S of real time: an outside thread never holds virtual time
+        back for ever. An outside thread in such a wait itself holds nothing back."""
         now = time.monotonic()
         stalled = host_waits = False
         frames = None
@@ -335,7 +339,10 @@ class HostThreads:
                     continue
                 if quiet is not None:
                     ht.waited = True
-                    host_waits = host_waits or quiet == CONDITION
+                    # Waiting in a Python primitive (Queue.get...): an outside thread may still wake
+                    # it — for GRACE_S after its last device call or wake-up, then it counts as blocked.
+                    if quiet == CONDITION and now - ht.active_at < GRACE_S:
+                        host_waits = True
                     continue
                 if ht.waited:  # it was seen waiting and has been woken: give it a fresh start
                     ht.waited = False
@@ -345,7 +352,10 @@ class HostThreads:
                 stalled = True
         # Threads the simulator does not hold: one started after the device that has not called it
         # yet may be about to (for GRACE_S), unless it waits as above; and any that does not wait
-        # so might wake a thread waiting in a Python primitive.
+        # so might wake a host thread waiting in a Python primitive (see above). One that waits in
+        # a primitive itself holds nothing back: what it waits for is not the device's business.
+        # (It used to count as a host thread's wait, so that an idle logging QueueListener plus a
+        # thread ticking in time.sleep kept every deadline from expiring, for ever.)
         me = current_thread()
         outside_busy = False
         for t in threading.enumerate():
@@ -358,8 +368,6 @@ class HostThreads:
                 if t not in self._known and now - self._first_seen.setdefault(t, now) < GRACE_S:
                     return ACTIVE
                 outside_busy = True
-            elif quiet == CONDITION:
-                host_waits = True
         if host_waits and outside_busy:
             stalled = True
         if len(self._first_seen) > 64:
@@ -426,6 +434,7 @@ class HostThreads:
         self._sim_ident = threading.get_ident()
         self._user_code = False
         seen = -1
+        event = callbacks = callback = None
         try:
             while self._releases == start:
                 t_work = queue[0][0] if queue else INF  # env.peek()
@@ -435,7 +444,11 @@ class HostThreads:
                     t_dead = min((b.deadline for b in pending if b.deadline is not None), default=INF)
                 if who == STALLED:
                     if t_work == INF or t_work > t_dead:
-                        return
+                        # No deadline expires while a stalled thread might still signal — except a
+                        # poll's (timeout 0): it asked to wait for no one, only for the device.
+                        if not self._expire_polls(pending, t_dead):
+                            return
+                        continue
                 elif t_work == INF:
                     self._deadlock(pending, t_dead)
                     return
@@ -461,6 +474,8 @@ class HostThreads:
                             exc = type(event._value)(*event._value.args)
                             exc.__cause__ = event._value
                             raise exc
+                        # what the event held (an op, and what the op used) is freed now, at its time
+                        event = callbacks = callback = None
                 if self._user_code:
                     self._user_code = False
                     who = self.candidates()
@@ -469,7 +484,22 @@ class HostThreads:
             while env.peek() == env.now:  # release everyone due at this instant, not just the first
                 env.step()
         finally:
+            # The last event stepped may hold the last reference to what an operation used: drop it
+            # while still the simulator, so its host_release is traced at the simulator's time, not
+            # at this thread's clock before its release set it (after its wake-up).
+            event = callbacks = callback = None
             self._sim_ident = None
+
+    def _expire_polls(self, pending: list[Block], t_dead) -> bool:
+        """If the blocks due at ``t_dead`` are all polls (timeout 0: deadline at their call), time
+        them out there (plain DEADLINE_EXCEEDED) and return True."""
+        due = [b for b in pending if b.deadline == t_dead]
+        if not due or any(b.deadline != b.start for b in due):
+            return False
+        self._advance(t_dead)
+        for b in due:
+            self.release(b, b.timeout_error(), t_dead)
+        return True
 
     def _advance(self, t) -> None:
         if t > self.env.now:
@@ -478,6 +508,10 @@ class HostThreads:
     def _deadlock(self, pending: list[Block], t_dead) -> None:
         if not pending:
             raise HalError(StatusCode.INTERNAL, "simulator: all host threads blocked with nothing pending")
+        if self._expire_polls(pending, t_dead):
+            # Only polls expire: they answer "not yet" (DEADLINE_EXCEEDED) at their call, as when
+            # work was pending; a poll loop is no deadlock, and a report per poll costs too much.
+            return
         report = self.diagnose(pending) if self.diagnose else None
         if report is not None:
             report = replace(report, host_waits=self._host_waits())

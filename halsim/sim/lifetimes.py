@@ -6,7 +6,9 @@ retires (the trace shows ``retain`` at enqueue and ``release`` at retirement), a
 holds only weak references to buffers, records no retain/release for the operation, and a buffer the
 host drops while the operation is in flight shows up in the trace as a ``host_release`` between the
 operation's ``op`` and ``op_done`` events. The commands then still run on the bytes the buffer had
-(GPU memory is not reclaimed at once); a buffer that never had storage fails the command with
+(GPU memory is not reclaimed at once) — for a transient, the bytes its ``queue_alloca`` committed,
+also when the alloca ran after the submission; a buffer that never had storage (its alloca had not
+committed when it was dropped), or whose ``queue_dealloca`` released it, fails the command with
 FAILED_PRECONDITION.
 
 Not covered by ``retain_resources=False``: the wait and signal semaphores (the operation must signal
@@ -33,9 +35,13 @@ from reference.trace import Recorder
 
 
 class UnretainedBuffer:
-    """Stands in for a buffer in an operation's commands without keeping it alive."""
+    """Stands in for a buffer in an operation's commands without keeping it alive. It keeps the
+    buffer's bytes (not the buffer): the storage it had at submit, or — for a transient whose
+    ``queue_alloca`` had not committed yet — the storage the alloca commits later
+    (:meth:`SimRecorder.commit`), so a command that runs after the host dropped the buffer still runs
+    on the bytes the buffer had."""
 
-    __slots__ = ("id", "_ref", "_storage")
+    __slots__ = ("id", "_ref", "_storage", "__weakref__")
 
     def __init__(self, root):
         self.id = root.id
@@ -57,8 +63,11 @@ class UnretainedBuffer:
         return self._storage
 
 
-def unretain(op) -> None:
-    """Drop the op's strong references to buffers, command buffers and executables."""
+def unretain(op, recorder: "SimRecorder | None" = None) -> None:
+    """Drop the op's strong references to buffers, command buffers and executables.
+    A stand-in for a transient buffer is registered with ``recorder``, which hands it the storage when
+    the buffer's ``queue_alloca`` commits it (one submitted before that had none) and takes it back
+    when its ``queue_dealloca`` decommits it."""
     op.resources = ()
     if not op.commands:
         return
@@ -71,6 +80,8 @@ def unretain(op) -> None:
         s = standins.get(key)
         if s is None:
             s = standins[key] = UnretainedBuffer(rng.buffer)
+            if recorder is not None and rng.buffer.is_transient:
+                recorder.awaits_storage(rng.buffer, s)
         return Range(s, rng.offset, rng.length)
 
     commands = []
@@ -90,6 +101,29 @@ class SimRecorder(Recorder):
     def __init__(self, trace, clock, retains: bool):
         super().__init__(trace, clock)
         self.retains = retains
+        # transient buffer id → the stand-ins (weak) of operations that use it
+        self._awaiting: dict[str, weakref.WeakSet] = {}
+
+    def awaits_storage(self, root, standin: UnretainedBuffer) -> None:
+        waiting = self._awaiting.get(root.id)
+        if waiting is None:
+            waiting = self._awaiting[root.id] = weakref.WeakSet()
+        waiting.add(standin)
+
+    def commit(self, buf, op) -> None:
+        super().commit(buf, op)
+        waiting = self._awaiting.get(buf.id)
+        if waiting is not None:  # they run on these bytes even once the host dropped the buffer
+            storage = buf.root._storage
+            for standin in waiting:
+                standin._storage = storage
+
+    def decommit(self, buf, op) -> None:
+        super().decommit(buf, op)
+        waiting = self._awaiting.pop(buf.id, None)
+        if waiting is not None:  # the bytes are gone: a command after this fails, as with the buffer
+            for standin in waiting:
+                standin._storage = None
 
     def retain(self, op, res_ids) -> None:
         if self.retains:

@@ -53,7 +53,7 @@ from reference.utils.recorded_events import RecordedEvents, producer_ids
 
 from .device import SimDevice
 from .events import Done, Lane, WaitsResolved, call_after
-from .execution import quick_body, timed_body
+from .execution import internal_error, quick_body, timed_body
 from .stream_state import Action, Blocked, NativeEvent, Stream
 
 MAX_WAIT_EVENTS = 32  # IREE_HAL_MAX_WAIT_EVENT_COUNT
@@ -547,6 +547,8 @@ class StreamDevice(SimDevice):
                 box.extend((None, bool(stop.value), None))
             except HalError as e:
                 box.extend((None, True, e))
+            except Exception as e:  # noqa: BLE001 - (timed_body converts these; a safety net)
+                box.extend((None, True, internal_error(e)))
 
     def _stream_record(self, stream: Stream, action: Action, should_signal: bool, error: HalError | None) -> bool:
         """The body ran: record the signal events, then the action is done."""

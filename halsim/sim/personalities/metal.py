@@ -59,7 +59,7 @@ from reference.utils.cts_exclusions import in_order_queue
 
 from ..device import SimDevice, _api
 from ..events import Fifo, WaitsResolved
-from ..execution import command_plan
+from ..execution import command_plan, internal_error
 from ..history import SemaphoreHistory
 from .metal_timeline import encoder_timeline
 
@@ -256,8 +256,8 @@ class MetalDevice(SimDevice):
                 if self.faults is not None:
                     self.faults.check(self, op, None)
                 should_signal, error = run_body(self, op, queue.track, self.now), None
-            except HalError as e:
-                should_signal, error = False, e
+            except Exception as e:  # noqa: BLE001 - a Python error (MemoryError...) fails it INTERNAL
+                should_signal, error = False, e if isinstance(e, HalError) else internal_error(e)
             end = env.now
         else:
             end, error, record = self._encode(queue, op, committed.plan, op.start_t)
@@ -288,10 +288,18 @@ class MetalDevice(SimDevice):
                     if self.faults is not None:
                         self.faults.check(self, op, cmd.index)
                     apply()
-                except HalError as e:
-                    error, failed = e, cmd.index
-            durations[cmd.index] = (ns if ns is not None else cost.command_ns(cmd)) if error is None or \
-                failed == cmd.index else 0
+                except Exception as e:  # noqa: BLE001 - a Python error fails the command INTERNAL
+                    error, failed = e if isinstance(e, HalError) else internal_error(e), cmd.index
+            if error is not None and failed != cmd.index:
+                ns = 0
+            elif ns is None:
+                try:
+                    ns = cost.command_ns(cmd)
+                except Exception as e:  # noqa: BLE001
+                    ns = 0
+                    if error is None:
+                        error, failed = internal_error(e), cmd.index
+            durations[cmd.index] = ns
         end, placed, spans = encoder_timeline(plan, durations, start, cost.encoder_switch_ns, cost.barrier_ns,
                                               self.max_concurrency)
         if failed is not None:

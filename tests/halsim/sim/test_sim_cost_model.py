@@ -75,6 +75,45 @@ def test_bad_documents_are_rejected_naming_the_field(doc, named):
     invalid(CostModel.from_dict, doc, named=named)
 
 
+def test_a_kernel_override_merges_over_that_kernels_default_entry(make):
+    """Giving only spin's per_unit_ns used to reset its other fields (unit_constant to null), so a
+    spin of 1M iterations took 4,020 ns instead of 2,004,000."""
+    spin = CostModel.from_dict({"kernels": {"spin": {"per_unit_ns": 2}}}).kernels["spin"]
+    assert spin == {"base_ns": 4000, "per_workgroup_ns": 0, "per_unit_ns": 2, "unit_constant": 0}
+    assert CostModel.from_dict({"kernels": {"spin": {"base_ns": 0}}}).kernels["spin"] == \
+        {"base_ns": 0, "per_workgroup_ns": 0, "per_unit_ns": 1, "unit_constant": 0}
+    # over a personality's (or an earlier document's) entry too
+    base = CostModel.from_dict({"kernels": {"axpy": {"per_workgroup_ns": 9}}})
+    assert CostModel.from_dict({"kernels": {"axpy": {"base_ns": 1}}}, base).kernels["axpy"] == \
+        {"base_ns": 1, "per_workgroup_ns": 9, "per_unit_ns": 0, "unit_constant": None}
+    dev = make("generic", cost_model={"kernels": {"spin": {"per_unit_ns": 2}}})
+    exe, scratch, s = dev.load_executable(), dev.allocator.allocate_buffer(16), dev.create_semaphore()
+    dev.queue_dispatch([], [(s, 1)], exe, "spin", (1, 1, 1), (1_000_000,), (scratch,))
+    s.wait(1, 10)
+    (cmd,) = dev.trace.events("cmd")
+    assert cmd["t"] - cmd["start"] == 4000 + 2 * 1_000_000
+
+
+@pytest.mark.parametrize("doc, named, says", [
+    ({"kernels": {"axpy": {"per_unit_ns": 3}}}, "'kernels.axpy.unit_constant'", "got null"),
+    ({"kernels": {"spin": {"unit_constant": None}}}, "'kernels.spin.unit_constant'", "per_unit_ns=1"),
+    ({"kernels": {"spin": {"unit_constant": 5}}}, "'kernels.spin.unit_constant'", "takes 1 constant"),
+    ({"kernels": {"abs": {"per_unit_ns": 1, "unit_constant": 0}}}, "'kernels.abs.unit_constant'",
+     "takes no constants"),
+    ({"device_concurrency": -1}, "'device_concurrency'", "integer count"),
+    ({"device_concurrency": 1.5}, "'device_concurrency'", "integer count"),
+])
+def test_inconsistent_kernel_entries_and_bad_counts_are_rejected(doc, named, says):
+    err = invalid(CostModel.from_dict, doc, named=named)
+    assert says in err.message and "nanoseconds" not in err.message, err.message
+
+
+def test_an_unknown_kernels_entry_needs_no_range_check():
+    """Only the builtin kernels' constant counts are known: another name's index is taken as given."""
+    entry = CostModel.from_dict({"kernels": {"custom": {"per_unit_ns": 2, "unit_constant": 7}}}).kernels["custom"]
+    assert entry == {"base_ns": None, "per_workgroup_ns": None, "per_unit_ns": 2, "unit_constant": 7}
+
+
 def test_unknown_field_in_a_file_given_as_option(tmp_path):
     path = tmp_path / "typo.json"
     path.write_text('{"fil_latency_ns": 10}')
@@ -93,8 +132,8 @@ def test_unreadable_or_malformed_files(tmp_path):
 
 def test_kernel_override_falls_back_to_the_global_dispatch_fields():
     model = CostModel.from_dict({"dispatch_base_ns": 50, "dispatch_per_workgroup_ns": 5,
-                                 "kernels": {"abs": {"per_unit_ns": 3, "unit_constant": 1}}})
-    assert model.dispatch_ns("abs", 2, (7, 100)) == 50 + 10 + 300
+                                 "kernels": {"scale_and_offset": {"per_unit_ns": 3, "unit_constant": 1}}})
+    assert model.dispatch_ns("scale_and_offset", 2, (7, 100)) == 50 + 10 + 300
     assert model.dispatch_ns("negate", 2) == 60
     assert model.dispatch_ns("spin", 8, (1000,)) == DEFAULTS["kernels"]["spin"]["base_ns"] + 1000
 

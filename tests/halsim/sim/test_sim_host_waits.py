@@ -26,6 +26,11 @@ def start(fn, *args) -> threading.Thread:
     return t
 
 
+def handoffs(dev) -> list:
+    """The trace's host_sync events other than Thread.start's (every started thread has one)."""
+    return [e for e in dev.trace.events("host_sync") if e["via"] != "Thread.start"]
+
+
 def idle_in(kind: str, dev, release: list):
     """A registered host thread that then waits in ``kind`` until ``release[0]()`` is called."""
     if kind == "pool":
@@ -227,7 +232,7 @@ def test_a_thread_handed_work_through_a_queue_acts_after_the_put_in_virtual_time
     q.put(7)
     s.wait(1, WAIT)
     join(t)
-    (release, acquire) = dev.trace.events("host_sync")
+    (release, acquire) = handoffs(dev)
     (fill,) = dev.trace.events("op")
     assert (release["t"], release["thread"], acquire["thread"]) == (put_at, 0, 1)
     assert acquire["t"] == put_at + 50
@@ -247,7 +252,7 @@ def test_an_item_already_waiting_costs_the_receiver_no_wake_and_no_clock_move(ma
         q.get(), q.get()
 
     join(start(worker))
-    assert [(e["role"], e["t"]) for e in dev.trace.events("host_sync")] == [("release", 1000), ("acquire", 5000)]
+    assert [(e["role"], e["t"]) for e in handoffs(dev)] == [("release", 1000), ("acquire", 5000)]
 
 
 def test_a_joiner_acts_after_the_joined_thread_ended_in_virtual_time(make):
@@ -292,7 +297,7 @@ def test_a_traced_put_never_waits_long_for_a_device_held_elsewhere(make, monkeyp
     finally:
         release.set()
         join(t)
-    assert [(e["role"], e["via"]) for e in dev.trace.events("host_sync")] == [
+    assert [(e["role"], e["via"]) for e in handoffs(dev)] == [
         ("release", "Queue.put"), ("release", "Event.set")]  # (the put, then main's release.set())
 
 
@@ -370,3 +375,94 @@ def test_a_thread_in_a_timed_python_wait_does_not_hold_time_back_for_the_stall_p
         ack.signal(i + 1)
     join(t)
     assert time.monotonic() - start_t < 0.5  # (10 × STALL_S before)
+
+
+def outside_threads(kinds):
+    """Threads started before the device that never call it: idle in a Python wait ("idle": a
+    logging QueueListener-style Queue.get) or ticking in time.sleep ("ticking"). Returns stop()."""
+    q, stop_ticking, threads = queue.Queue(), threading.Event(), []
+    for kind in kinds:
+        if kind == "idle":
+            threads.append(start(q.get))
+        else:
+            def tick():
+                while not stop_ticking.is_set():
+                    time.sleep(0.02)
+            threads.append(start(tick))
+
+    def stop():
+        stop_ticking.set()
+        for t in threads:
+            if t.is_alive():
+                q.put(None)
+            join(t)
+    return stop
+
+
+@pytest.mark.parametrize("personality", ["generic", "cuda"])
+def test_an_idle_outside_thread_and_a_ticking_one_do_not_freeze_deadlines(make, personality):
+    """An idle QueueListener-like thread plus a monitor ticking in time.sleep (neither ever calling the
+    device): the idle one's Python wait used to count as a host thread's, which the ticking one might
+    end, so the wait counted as stalled and its deadline never expired (for ever)."""
+    stop = outside_threads(["idle", "ticking"])
+    try:
+        time.sleep(0.05)  # both started well before the device, and settled
+        dev = make(personality)
+        s = dev.create_semaphore()
+        t0 = time.monotonic()
+        err = in_thread(lambda: s.wait(1, 0.25))
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        stop()
+    assert isinstance(err, hal.HalError) and err.code == S.DEADLINE_EXCEEDED
+
+
+def test_a_ticking_outside_thread_holds_a_host_threads_python_wait_back_only_for_the_grace_period(make, monkeypatch):
+    """A host thread idle in Queue.get that an outside thread might feed counts as running — for
+    GRACE_S of real time after its last device call, then as blocked: the deadline expires."""
+    from halsim.sim import host
+    monkeypatch.setattr(host, "GRACE_S", 0.5)
+    stop = outside_threads(["ticking"])
+    release = []
+    try:
+        dev = make("generic", cost_model=costs())
+        s = dev.create_semaphore()
+        idle_in("queue", dev, release)
+        t0 = time.monotonic()
+        err = in_thread(lambda: s.wait(1, 0.25))
+        waited = time.monotonic() - t0
+    finally:
+        if release:
+            release[0]()
+        stop()
+    assert isinstance(err, DeadlockError) and err.code == S.DEADLINE_EXCEEDED
+    assert dev.now() >= 250_000_000
+    assert 0.3 < waited < 5.0  # held back (a while: the ticking thread might have fed the queue), not for ever
+
+
+def test_a_poll_does_not_wait_for_a_host_thread_that_computes(make):
+    """A poll (timeout 0) runs the device up to its caller's clock, but — unlike a wait with a real
+    deadline — does not wait for a stalled host thread (one computing without device calls) that
+    might still signal: it answers once that thread counts as stalled (STALL_S)."""
+    dev = make("generic", cost_model=costs(host_api_ns=1000))
+    s = dev.create_semaphore()
+    done, spinning = threading.Event(), threading.Event()
+
+    def worker():
+        dev.sleep(0)
+        spinning.set()
+        deadline = time.monotonic() + WAIT
+        while not done.is_set() and time.monotonic() < deadline:
+            pass  # computing: no device call
+
+    t = start(worker)
+    try:
+        assert spinning.wait(WAIT)
+        t0 = time.monotonic()
+        err = pytest.raises(hal.HalError, s.wait, 1, 0).value
+        elapsed = time.monotonic() - t0
+    finally:
+        done.set()
+        join(t)
+    assert type(err) is hal.HalError and err.code == S.DEADLINE_EXCEEDED
+    assert elapsed < 2.0

@@ -75,13 +75,57 @@ def test_command_buffer_dropped_in_flight_when_not_retained(make):
     assert buf.map_read() == b"\x5a" * 8
 
 
-def test_a_buffer_released_before_it_ever_had_storage_fails_the_command(make):
-    dev = make("generic", retain_resources=False)
-    a, b, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
-    tmp = dev.queue_alloca([(a, 1)], [(b, 1)], 16)        # no storage until the alloca runs
-    dev.queue_fill([(b, 1)], [(done, 1)], tmp, 0, 16, 1, 1)
+@pytest.mark.parametrize("personality", ["generic", "metal", "cuda", "opencl", "sync"])
+def test_a_transient_dropped_before_its_alloca_ran_is_used_with_the_bytes_the_alloca_committed(make, personality):
+    """The alloca commits before the fill and the copy that wait for it: they run on its bytes although
+    the host dropped the buffer at submit. The stand-in used to keep the storage the buffer had at
+    submit (none yet), failing the fill (sim, sim:metal) or the copy (sim:cuda)."""
+    dev = make(personality, retain_resources=False)
+    gate, alloc, filled, copied = (dev.create_semaphore() for _ in range(4))
+    if personality == "sync":
+        gate.signal(1)  # (a sync queue call blocks until its waits are met)
+    tmp = dev.queue_alloca([(gate, 1)], [(alloc, 1)], 64)
+    out = dev.allocator.allocate_buffer(64)
+    dev.queue_fill([(alloc, 1)], [(filled, 1)], tmp, 0, 64, 3, 1)
+    dev.queue_copy([(filled, 1)], [(copied, 1)], tmp, 0, out, 0, 64)
     del tmp
-    a.signal(1)
+    gc.collect()
+    if personality != "sync":
+        gate.signal(1)
+    copied.wait(1, WAIT)
+    assert out.map_read() == b"\x03" * 64
+    assert [c.get("status") for c in dev.trace.events("cmd")] == [None, None]
+
+
+def test_a_buffer_released_before_it_ever_had_storage_fails_the_command(make):
+    """A transient whose alloca failed (its wait failed) never had storage: a fill that did not wait
+    for the alloca, run after the host dropped the buffer, fails."""
+    dev = make("generic", retain_resources=False)
+    a, b, go, done = (dev.create_semaphore() for _ in range(4))
+    tmp = dev.queue_alloca([(a, 1)], [(b, 1)], 16)        # no storage until the alloca runs
+    dev.queue_fill([(go, 1)], [(done, 1)], tmp, 0, 16, 1, 1)
+    del tmp
+    a.fail(S.ABORTED, "no alloca")
+    with pytest.raises(hal.HalError):
+        b.wait(1, WAIT)
+    go.signal(1)
+    with pytest.raises(hal.HalError) as ei:
+        done.wait(1, WAIT)
+    assert ei.value.code == S.FAILED_PRECONDITION
+    assert "released by the host before the device used it" in ei.value.message
+
+
+def test_a_command_after_the_dealloca_of_a_dropped_transient_fails(make):
+    """The stand-in gives the bytes back when the dealloca decommits them: a fill after it fails
+    instead of writing into memory the device released."""
+    dev = make("generic", retain_resources=False)
+    a, b, go, done = (dev.create_semaphore() for _ in range(4))
+    tmp = dev.queue_alloca([], [(a, 1)], 16)
+    dev.queue_fill([(go, 1)], [(done, 1)], tmp, 0, 16, 1, 1)
+    dev.queue_dealloca([(a, 1)], [(b, 1)], tmp)
+    del tmp
+    b.wait(1, WAIT)
+    go.signal(1)
     with pytest.raises(hal.HalError) as ei:
         done.wait(1, WAIT)
     assert ei.value.code == S.FAILED_PRECONDITION
@@ -94,3 +138,21 @@ def test_sync_not_retaining_records_no_retain_events(make):
     dev.queue_fill([], [(done, 1)], buf, 0, 4, 9, 1)
     assert not events(dev, "retain", "release")
     assert buf.map_read() == b"\x09" * 4
+
+
+def test_a_buffer_only_an_op_held_is_released_when_the_op_retires_not_at_the_waiters_old_clock(make):
+    """The host's last reference went with the op (it retired, releasing what it retained, while the
+    waiting thread drove the simulation): its host_release is at the op's retirement. It used to be
+    stamped at the simulator's time plus the waiter's clock lag from before it blocked — after the
+    waiter's own wake-up, out of time order."""
+    dev = make("generic")  # the default costs: the waiter's lag before blocking is not 0
+    s, buf = dev.create_semaphore(), dev.allocator.allocate_buffer(64)
+    dev.queue_fill([], [(s, 1)], buf, 0, 64, 1, 1)
+    del buf  # only the in-flight op holds it now
+    s.wait(1, WAIT)
+    woke = dev.now()
+    (release,) = events(dev, "release")
+    (host_release,) = events(dev, "host_release")
+    (host_wait,) = events(dev, "host_wait")
+    assert host_release["res"] == "b0" and "b0" in release["res"]
+    assert host_release["t"] == release["t"] < host_wait["t"] == woke

@@ -170,3 +170,79 @@ def test_a_wait_met_before_the_semaphore_failed_succeeds(make, personality):
     dev.queue_barrier([(g, 1)], [(late, 1)])  # a wait made after the failure fails
     e = pytest.raises(hal.HalError, late.wait, 1, timeout=10).value
     assert (e.code, e.message) == (S.ABORTED, "bad input")
+
+
+POLLS = costs(host_api_ns=1000, fill_latency_ns=2500, fill_gb_per_s=1)
+
+
+def test_a_poll_sees_the_device_at_the_callers_clock(make):
+    """A wait with timeout 0 used to answer from wherever the simulation happened to be (it runs
+    behind a host thread's clock until the thread blocks): a poll loop never saw a fill that ends at
+    5.5 µs, while its thread's clock ran to 24 ms."""
+    dev = make("generic", cost_model=POLLS)
+    s, buf = dev.create_semaphore(), dev.allocator.allocate_buffer(4)      # clock 1000, 2000
+    dev.queue_fill([], [(s, 1)], buf, 0, 4, 1, 1)                         # at 3000, ends at 5504
+    outcomes = []
+    for _ in range(3):
+        try:
+            s.wait(1, timeout=0)                                           # at 4000, 5000, 6000
+            outcomes.append(("OK", dev.now(), dev.env.now))
+        except hal.HalError as e:
+            assert type(e) is hal.HalError  # an ordinary timeout: the fill was still coming
+            outcomes.append((e.code.name, dev.now(), dev.env.now))
+    assert outcomes == [("DEADLINE_EXCEEDED", 4000, 4000), ("DEADLINE_EXCEEDED", 5000, 5000),
+                        ("OK", 6000, 6000)]
+    assert [w["status"] for w in dev.trace.events("host_wait")] == [S.DEADLINE_EXCEEDED, S.DEADLINE_EXCEEDED, S.OK]
+
+
+@pytest.mark.parametrize("personality", ["generic", "metal", "cuda", "opencl", "sync"])
+def test_a_poll_loop_ends_on_every_personality(make, personality):
+    dev = make(personality)  # the personality's default costs
+    s, buf = dev.create_semaphore(), dev.allocator.allocate_buffer(64)
+    dev.queue_fill([], [(s, 1)], buf, 0, 64, 7, 1)
+    for polls in range(10_000):
+        try:
+            dev.wait_semaphores(hal.WaitMode.ALL, [(s, 1)], timeout=0)
+            break
+        except hal.HalError as e:
+            assert e.code == S.DEADLINE_EXCEEDED
+    else:
+        pytest.fail(f"10,000 polls, clock at {dev.now()} ns: the fill never completed")
+    assert dev.now() < 100_000 and buf.map_read() == b"\x07" * 64
+
+
+def test_a_poll_with_nothing_pending_times_out_at_its_call_without_a_deadlock_report(make):
+    dev = make("generic", cost_model=POLLS)
+    s = dev.create_semaphore()
+    e = pytest.raises(hal.HalError, s.wait, 1, timeout=0).value
+    assert type(e) is hal.HalError and e.code == S.DEADLINE_EXCEEDED
+    assert dev.now() == 2000
+    dev.sleep(0.000001)  # the device still works
+    assert dev.now() == 3000
+
+
+def test_a_wait_met_before_its_call_pays_no_wake_latency(make):
+    """Another host thread's signal that lies before the wait's call in virtual time: the wait is met
+    when it is called — a poll succeeds (it used to raise DEADLINE_EXCEEDED while query() said the
+    value was reached), and an untimed wait returns at its call, not wake_ns after the signal."""
+    import threading
+    dev = make("generic", cost_model=costs(host_api_ns=10, wake_ns=10_000))
+    s, t = dev.create_semaphore(), dev.create_semaphore()
+    th = threading.Thread(target=lambda: (s.signal(1), t.signal(1)))
+    th.start()
+    deadline = time.monotonic() + 10
+    while t.query() == 0:  # (no traced hand-off: main's clock stays its own)
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    (sig, _) = dev.trace.events("signal")
+    while dev.now() < sig["t"] + 10:  # main's clock just past the signal, well within wake_ns
+        dev.create_semaphore()
+    call = dev.now() + 10
+    assert s.query() == 1 and sig["t"] < call < sig["t"] + 10_000
+    s.wait(1, timeout=0)
+    assert dev.now() == call
+    t.wait(1)  # untimed: the same
+    assert dev.now() == call + 10
+    dev.wait_semaphores(hal.WaitMode.ANY, [(s, 1), (t, 5)], timeout=0)
+    assert dev.now() == call + 20
+    th.join(10)
