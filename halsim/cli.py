@@ -10,16 +10,22 @@ Bad arguments or files print one clear line and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import importlib.util
+import inspect
+import json
+import math
 import os
 import sys
+import threading
 import traceback
 
 from reference import hal
 from reference.trace import Trace
+from reference.trace.atomic import output_problem, same_file_problem
 
-from .deadline import EXIT_TIMEOUT, ProgramTimeout, exit_now, run_with_timeout, timeout_problem
+from .deadline import (EXIT_TIMEOUT, ProgramExit, ProgramTimeout, call_program, exit_now, leftover_threads,
+                       run_with_timeout, timeout_problem)
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -73,18 +79,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="run the built-in pipeline on sim:metal (async vs legacy_sync), write traces")
+    d = sub.add_parser("demo", help="run the built-in pipeline on sim:metal (async vs legacy_sync), write traces",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run a built-in 6-stage, two-queue pipeline on sim:metal twice, async and with "
+                       "legacy_sync (every queue call blocks\nthe host until its waits are met); print both makespans "
+                       "and their ratio; write each run's trace, timeline PNG,\nPerfetto file and check report into "
+                       "--out. With --device URI: the single-queue pipeline on that device, and a\nsummary of its "
+                       "trace. Exit 0 when the outputs are right, 1 when not.",
+                       epilog="Examples:\n"
+                              "  halsim demo                                 traces, plots, checks in out/\n"
+                              "  halsim demo --out /tmp/demo\n"
+                              "  halsim demo --device local-task             the pipeline on the NumPy reference device\n")
     d.add_argument("--device", help="instead, run the single-queue pipeline on this device URI and summarize it")
     d.add_argument("--out", default="out", help="output directory (default: %(default)s)")
 
     r = sub.add_parser("run", help="run a host program on a device and save its trace",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run PROGRAM — a Python function taking a device, or a schedule file — on any "
+                       "device URI (a simulator,\nthe NumPy reference devices, a real backend), save its trace, "
+                       "print a summary and, if asked,\nwrite a timeline plot and a Perfetto file. A program that "
+                       "calls sys.exit(0) has finished;\nsys.exit(N) is a failure (exit 1). Threads the program "
+                       "leaves running are named on stderr and\nnot waited for (exit 1).",
                        epilog="Exit status: 0 the program returned, 1 it raised: a HalError (a DeadlockError on "
                               "the sim devices),\nor its own exception (shown with the program's frames of its "
                               "traceback; the trace is saved either way),\n2 bad input, 124 --timeout passed.\n"
                               "Example: halsim run prog.py:main --device local-task --trace t.json --timeout 60\n")
-    r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main)")
-    r.add_argument("--device", default="local-task", help="device URI, e.g. local-sync, local-task (default: %(default)s)")
+    r.add_argument("program", help="file.py[:function] — a function taking the device (default function: main) "
+                   "— or a schedule file (.toml/.json, docs/schedule-format.md)")
+    r.add_argument("--device", help="device URI, e.g. local-sync, local-task (default: local-task; for a "
+                   "schedule, its own device)")
     r.add_argument("--trace", help="write the trace (JSON) to this path")
     r.add_argument("--plot", help="also write a timeline plot of the trace (.png or .svg)")
     r.add_argument("--perfetto", help="also write the trace as a Perfetto file (.pftrace)")
@@ -97,7 +120,8 @@ def _parser() -> argparse.ArgumentParser:
                        "edge and the model's queue order, and the timing error. Exit 0 agree, 1 differ, 2 bad "
                        "input, 124 --timeout passed. Example: halsim difftest prog.py:main --real opencl --runs 3")
     t.add_argument("program", help="file.py[:function] — a function taking the device; its map_read results "
-                   "(on the calling thread) and return value are compared")
+                   "(on the calling thread) and return value are compared — or a schedule file (the steps "
+                   "that raised, and their status, are compared)")
     t.add_argument("--real", default="opencl", help="the real device URI (default: %(default)s)")
     t.add_argument("--sim", help="the model's device URI (default: sim:<real>)")
     t.add_argument("--reference", default="local-task", help="the reference device (default: %(default)s)")
@@ -109,7 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after this many seconds of real time "
                    "(all runs together): print where each thread is, exit with status 124 (default: no limit)")
 
-    sub.add_parser("devices", help="list registered drivers and the devices they offer")
+    sub.add_parser("devices", help="list registered drivers and the devices they offer",
+                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                   description="List every device URI this installation can create (the registered drivers, "
+                   "including real backends\nwhose runtime is present), with a description and its capabilities.",
+                   epilog="Examples:\n  halsim devices\n  halsim devices | grep sim:\n")
     trace_cli.add_parsers(sub)  # export, stats, plot, diff (docs/trace-tools.md)
     check_cli.add_parsers(sub)  # check (docs/checks.md)
     calibrate_cli.add_parsers(sub)  # calibrate (docs/accuracy.md)
@@ -118,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def load_program(spec: str):
-    """``file.py[:function]`` → the function (default ``main``); UsageError on any problem."""
+    """``file.py[:function]`` → the function (default ``main``); UsageError on any problem, including
+    a function that cannot be called with one argument (the device)."""
     path, _, func = spec.partition(":")
     func = func or "main"
     if not path.endswith(".py"):
@@ -129,24 +158,65 @@ def load_program(spec: str):
     module = importlib.util.module_from_spec(module_spec)
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise UsageError(f"program {path!r} failed to load: it called sys.exit({e.code!r}) on import") from None
     except Exception as e:  # noqa: BLE001 - any error in the user's file is bad input here
         raise UsageError(f"program {path!r} failed to load: {type(e).__name__}: {e}") from None
     fn = getattr(module, func, None)
     if not callable(fn):
         raise UsageError(f"program {path!r} has no function {func!r}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn  # (a builtin or the like: nothing to say beforehand)
+    try:
+        sig.bind(None)
+    except TypeError:
+        raise UsageError(f"program {path!r}: {func}{sig} must take one argument, the device "
+                         f"(e.g. def {func}(dev): ...)") from None
     return fn
 
 
 def program_raised(spec: str, what: str, error: BaseException) -> None:
     """Print a program's own exception (a bug in it, not bad input): its traceback from the program's
     first frame on — halsim's frames (this CLI, the timeout runner) say nothing about the bug — then one
-    line naming it."""
+    line naming it. A program's ``sys.exit(N)`` (:class:`~halsim.deadline.ProgramExit`) is that one
+    line only."""
+    if isinstance(error, ProgramExit):
+        print(f"halsim: {what} called sys.exit({error.code!r})", file=sys.stderr)
+        return
     path = os.path.abspath(spec.partition(":")[0])
     tb = error.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != path:
         tb = tb.tb_next
     sys.stderr.write("".join(traceback.format_exception(type(error), error, tb or error.__traceback__)))
     print(f"halsim: {what} raised {type(error).__name__}: {error}", file=sys.stderr)
+
+
+def _is_schedule(spec: str) -> bool:
+    from .schedule import is_schedule_path
+    return is_schedule_path(spec)
+
+
+def _load_schedule(path: str):
+    from .schedule import ScheduleError, load_schedule
+    try:
+        return load_schedule(path)
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_outputs(outputs: dict, inputs) -> None:
+    """Refuse, before any work, an output path that is an input file (or another output), a folder,
+    or in a missing or read-only folder."""
+    problem = same_file_problem(outputs, inputs)
+    if problem:
+        raise UsageError(problem)
+    for flag, path in outputs.items():
+        if path:
+            problem = output_problem(path, flag)
+            if problem:
+                raise UsageError(problem)
 
 
 def _create(uri: str):
@@ -161,6 +231,8 @@ def cmd_demo(args) -> int:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {args.out!r}: {e.strerror}") from None
+    if not os.access(args.out, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {args.out!r}: the directory is not writable")
     if args.device is None:
         ok, report = metal_demo(args.out)
         print(report)
@@ -185,39 +257,83 @@ def cmd_demo(args) -> int:
     return 0 if result else 1
 
 
+def _run_schedule(args, timeout):
+    """``halsim run SCHEDULE``: (device, trace, step errors); the device is the schedule's own
+    unless --device names one."""
+    from .schedule import ScheduleError, run_schedule
+
+    schedule = _load_schedule(args.program)
+    uri = args.device or schedule.device
+    devices = []
+    try:
+        result = run_with_timeout(lambda: run_schedule(schedule, args.device, opened=devices.append), timeout)
+    except ProgramTimeout as e:
+        if not devices:
+            raise UsageError(f"{args.program}: the device was not created within --timeout {timeout:g} s") from None
+        _stuck(f"{args.program} on {uri}", e, args.trace, devices[0].trace)
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
+    except hal.HalError as e:
+        raise UsageError(f"device {uri!r}: {e}") from None
+    return uri, result.trace, result.errors
+
+
 def cmd_run(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: expected a .png or .svg file name")
+    _check_outputs({"--trace": args.trace, "--plot": args.plot, "--perfetto": args.perfetto},
+                   [args.program.partition(":")[0] if args.program.partition(":")[0].endswith(".py")
+                    else args.program])
     timeout = _timeout(args)
-    fn = load_program(args.program)
-    dev = _create(args.device)
-    try:
-        run_with_timeout(lambda: fn(dev), timeout)
-    except ProgramTimeout as e:  # (the stuck threads keep the device: it is not closed)
-        _stuck(f"{args.program} on {args.device}", e, args.trace, dev.trace)
-    except KeyboardInterrupt:
-        if timeout is None:
-            raise
-        exit_now(130)  # the program's thread cannot be interrupted; leave without waiting for it
-    except hal.HalError as e:  # a deadlock report or a failure the program did not handle
-        print(f"halsim: {args.program} on {args.device} raised {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001 - the program's own bug: its traceback, exit 1
-        program_raised(args.program, f"{args.program} on {args.device}", e)
-        return 1
-    finally:
+    if _is_schedule(args.program):
+        uri, trace, errors = _run_schedule(args, timeout)
         if args.trace:
-            dev.trace.save(args.trace)
-        dev.close()
+            trace.save(args.trace)
+        for e in errors:
+            print(f"halsim: {args.program} on {uri}: {e}", file=sys.stderr)
+        code = 1 if errors else 0
+    else:
+        uri = args.device or "local-task"
+        fn = load_program(args.program)
+        dev = _create(uri)
+        code = 0
+        try:
+            run_with_timeout(lambda: call_program(fn, dev), timeout)
+        except ProgramTimeout as e:  # (the stuck threads keep the device: it is not closed)
+            _stuck(f"{args.program} on {uri}", e, args.trace, dev.trace)
+        except KeyboardInterrupt:
+            if timeout is None:
+                raise
+            exit_now(130)  # the program's thread cannot be interrupted; leave without waiting for it
+        except hal.HalError as e:  # a deadlock report or a failure the program did not handle
+            print(f"halsim: {args.program} on {uri} raised {e}", file=sys.stderr)
+            code = 1
+        except Exception as e:  # noqa: BLE001 - the program's own bug (or sys.exit(N)): exit 1
+            program_raised(args.program, f"{args.program} on {uri}", e)
+            code = 1
+        finally:
+            if args.trace:
+                dev.trace.save(args.trace)
+            dev.close()
+        trace = dev.trace
+        if code:
+            return code
     if args.trace:
-        print(summarize(Trace.load(args.trace), title=f"{args.program} on {args.device}"))
+        print(summarize(Trace.load(args.trace), title=f"{args.program} on {uri}"))
         print(f"trace: {args.trace}")
-    try:
-        for line in trace_cli.write_views(dev.trace, plot=args.plot, perfetto=args.perfetto):
-            print(line)
-    except OSError as e:
-        raise UsageError(f"{e.filename}: {e.strerror}") from None
-    return 0
+    for line in trace_cli.write_views(trace, plot=args.plot, perfetto=args.perfetto):
+        print(line)
+    return code
+
+
+def _schedule_program(schedule):
+    """A schedule as a difftest program: runs its steps on the device; returns the steps that
+    raised, as (step, status) pairs (compared across devices like a program's return value)."""
+    from .schedule.run import run_schedule_on
+
+    def program(dev):
+        return [(e.where, hal.StatusCode(e.code).name) for e in run_schedule_on(dev, schedule)]
+    return program
 
 
 def cmd_difftest(args) -> int:
@@ -225,17 +341,25 @@ def cmd_difftest(args) -> int:
 
     if args.runs < 1:
         raise UsageError(f"--runs {args.runs}: must be >= 1")
-    if args.tolerance is not None and not args.tolerance >= 0:
-        raise UsageError(f"--tolerance {args.tolerance}: must be >= 0")
-    fn = load_program(args.program)
+    if args.tolerance is not None and not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
+        raise UsageError(f"--tolerance {args.tolerance}: must be a finite number >= 0")
+    if args.out:
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise UsageError(f"--out {args.out!r}: exists and is not a directory")
+        problem = output_problem(os.path.join(args.out, "reference.trace.json"), "--out")
+        if problem and os.path.isdir(args.out):
+            raise UsageError(problem)
+    fn = _schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) else load_program(args.program)
     sim = args.sim or f"sim:{args.real.split('?')[0].split(':')[0]}"
     for uri in (args.real, sim, args.reference):
         _create(uri).close()  # bad or unavailable device URIs: one line, exit 2, before running anything
     timeout = _timeout(args)
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        report = run_with_timeout(lambda: difftest(
-            fn, args.real, sim, args.runs, args.reference, args.tolerance,
-            progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr)), timeout)
+        with quiet:  # --json: the program's own prints go to stderr; stdout is the report only
+            report = run_with_timeout(lambda: difftest(
+                fn, args.real, sim, args.runs, args.reference, args.tolerance,
+                progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr)), timeout)
     except ProgramTimeout as e:
         _stuck(f"difftest of {args.program}", e)
     except Exception as e:  # noqa: BLE001 - the program's own bug (a HalError it raised is compared)
@@ -263,17 +387,35 @@ def cmd_devices(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Run one command and return its exit status. A program that leaves threads running (a thread
+    waiting for a value nobody signals) does not hold the process up: after the command's work and
+    :data:`~halsim.deadline.LEFTOVER_GRACE_S` seconds, halsim names the threads on stderr and leaves
+    without them (``os._exit``), with the command's status, or 1 where that was 0."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    before = set(threading.enumerate())
     try:
-        return {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, "difftest": cmd_difftest, **trace_cli.COMMANDS,
-                **check_cli.COMMANDS, **calibrate_cli.COMMANDS, **campaigns_cli.COMMANDS}[args.command](args)
+        code = {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, "difftest": cmd_difftest,
+                **trace_cli.COMMANDS, **check_cli.COMMANDS, **calibrate_cli.COMMANDS,
+                **campaigns_cli.COMMANDS}[args.command](args)
     except UsageError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
-        return 2
+        code = 2
+    except OSError as e:  # a file the command could not write (checked beforehand where it can be)
+        print(f"halsim: error: {e.filename or ''}: {e.strerror or e}".replace("error: : ", "error: "),
+              file=sys.stderr)
+        code = 2
+    stuck = leftover_threads(before)
+    if stuck:
+        print(f"halsim: {len(stuck)} program thread{'s' if len(stuck) != 1 else ''} still running; "
+              "exiting without waiting for {}:".format("them" if len(stuck) != 1 else "it"), file=sys.stderr)
+        for line in stuck:
+            print(f"  {line}", file=sys.stderr)
+        exit_now(code or 1)
+    return code
 
 
 if __name__ == "__main__":

@@ -47,17 +47,50 @@ class ProgramTimeout(Exception):
         return [f"{what} {self}{then}; its threads were:"] + [f"  {line}" for line in self.threads]
 
 
+class ProgramExit(Exception):
+    """The program called ``sys.exit`` with a failing status (not 0 or None): handled like a
+    program that raised."""
+
+    def __init__(self, code):
+        self.code = code
+        super().__init__(f"sys.exit({code!r})")
+
+
+def call_program(fn, *args):
+    """``fn(*args)`` with the program's ``sys.exit`` taken as the end of the program: status 0 or
+    None returns None (the program finished), any other raises :class:`ProgramExit` — never the
+    ``SystemExit`` that would end halsim itself with the program's status and no report.
+
+    >>> import sys
+    >>> call_program(sys.exit, 0) is None
+    True
+    >>> try:
+    ...     call_program(sys.exit, 3)
+    ... except ProgramExit as e:
+    ...     print(e, e.code)
+    sys.exit(3) 3
+    """
+    try:
+        return fn(*args)
+    except SystemExit as e:
+        if e.code is None or e.code == 0:
+            return None
+        raise ProgramExit(e.code) from None
+
+
 def timeout_problem(seconds: float | None) -> str | None:
-    """What is wrong with a ``--timeout`` value (None: nothing; None itself means no limit)."""
+    """What is wrong with a ``--timeout`` value (None: nothing; None itself means no limit). Values
+    past what a thread can wait for (``inf``, ``1e10``) mean no limit (:func:`run_with_timeout`)."""
     if seconds is not None and not seconds > 0:
         return f"--timeout {seconds:g}: must be > 0 seconds"
     return None
 
 
 def run_with_timeout(fn, seconds: float | None):
-    """``fn()``, or ProgramTimeout when it has not returned after ``seconds`` (None: no limit; run
-    on the calling thread). ``fn``'s exception, if it raises, is raised here."""
-    if seconds is None:
+    """``fn()``, or ProgramTimeout when it has not returned after ``seconds`` (None, or more than
+    ``threading.TIMEOUT_MAX``: no limit; run on the calling thread). ``fn``'s exception, if it
+    raises, is raised here."""
+    if seconds is None or not seconds <= threading.TIMEOUT_MAX:
         return fn()
     box: dict = {}
 
@@ -93,3 +126,26 @@ def exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+#: How long a command waits, after its work, for threads the program started and left running.
+LEFTOVER_GRACE_S = 1.0
+
+
+def leftover_threads(before, grace: float = LEFTOVER_GRACE_S) -> list[str]:
+    """Non-daemon threads started since ``before`` (a set of threads) that are still alive after
+    waiting up to ``grace`` seconds for them in all: "thread NAME: in API at file:line" each.
+    Python would wait for them at exit, for ever if they wait for a value nobody signals."""
+    import time
+
+    deadline = time.monotonic() + grace
+    late = [t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()
+            and t is not threading.current_thread()]
+    for t in late:
+        t.join(max(0.0, deadline - time.monotonic()))
+    late = [t for t in late if t.is_alive()]
+    if not late:
+        return []
+    frames = sys._current_frames()
+    return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}" if t.ident in frames
+            else f"thread {t.name!r}" for t in late]

@@ -35,6 +35,7 @@ from typing import Callable
 from reference import hal
 from reference.hal.buffer import Buffer
 
+from .deadline import call_program
 from .trace_tools.deps import queue_edges, signal_wait_edges
 from .trace_tools.diff import diff_traces
 from .trace_tools.model import TraceIndex
@@ -71,7 +72,7 @@ def run_on(program: Callable, uri: str):
         dev = hal.create_device(uri)
         result, error = None, None
         try:
-            result = program(dev)
+            result = call_program(program, dev)  # (sys.exit(0) ends the program; sys.exit(N): ProgramExit)
         except hal.HalError as e:
             error = f"{e.code.name}: {e.message.splitlines()[0] if e.message else ''}"
         finally:

@@ -14,8 +14,13 @@ samples or a degenerate design: one line on stderr, exit status 2.
 from __future__ import annotations
 
 import json
+import math
 import sys
 
+from reference.trace import Trace, TraceFormatError
+from reference.trace.atomic import output_problem, same_file_problem
+
+from ..trace_tools.model import load as load_trace
 from .fit import PERSONALITIES, CalibrationError, fit, format_table
 
 
@@ -44,8 +49,22 @@ def add_parsers(sub) -> None:
 
 def cmd_calibrate(args) -> int:
     try:
-        if args.trim is not None and not args.trim > 0:
-            raise CalibrationError(f"--trim must be > 0, got {args.trim}")
+        if args.trim is not None and not (args.trim > 0 and math.isfinite(args.trim)):
+            raise CalibrationError(f"--trim must be a finite number > 0, got {args.trim}")
+        problem = same_file_problem({"-o": args.output}, args.traces) or output_problem(args.output, "-o")
+        if problem:
+            raise CalibrationError(problem)
+        for path in args.traces:  # the basic shape of every event, before fitting (one line naming it)
+            try:
+                Trace.load(path)
+            except TraceFormatError:
+                continue  # not a trace at all: the fit says so
+            except Exception:  # noqa: BLE001 - a header the reader cannot take: said below
+                pass
+            try:
+                load_trace(path, validate=True)
+            except TraceFormatError as e:
+                raise CalibrationError(str(e)) from None
         cal = fit(args.traces, personality=args.personality, partial=args.partial, trim=args.trim,
                   align=not args.no_align)
         cal.save(args.output)
@@ -53,7 +72,7 @@ def cmd_calibrate(args) -> int:
         print(f"halsim calibrate: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"halsim calibrate: error: cannot write {args.output!r}: {e.strerror}", file=sys.stderr)
+        print(f"halsim calibrate: error: cannot write {args.output!r}: {e.strerror or e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(dict(cal.to_dict(), output=args.output), indent=2))

@@ -146,8 +146,18 @@ def run_fuzz(programs: int, seed: int, knobs: dict, out: str | None, jobs: int =
 
 
 def add_parsers(sub) -> None:
+    import argparse
     f = sub.add_parser("fuzz", help="run generated programs on a sim device, check them, write every finding "
-                                    "as a replayable schedule (exit 0 clean, 1 findings, 2 bad input)")
+                                    "as a replayable schedule (exit 0 clean, 1 findings, 2 bad input)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Generate --programs random HAL programs (seeds --seed, --seed+1, …; some "
+                       "synchronization dropped\nwith probability --drop-sync), run each on a sim device and "
+                       "check it; write every program with\nfindings as a schedule file whose expect lists its "
+                       "rules, so halsim check FILE replays it.\nExit 0 clean, 1 findings or crashes, 2 bad input "
+                       "(docs/campaigns.md).",
+                       epilog="Examples:\n  halsim fuzz --programs 100 --out findings/\n"
+                              "  halsim fuzz -n 1000 --device sim:cuda --queues 4 --jobs 4\n"
+                              "  halsim check findings/fuzz_000042.toml      replay one finding\n")
     f.add_argument("--programs", "-n", type=int, required=True, help="how many programs")
     f.add_argument("--seed", type=int, default=0, help="first program seed (default: %(default)s)")
     f.add_argument("--size", type=int, default=12, help="steps per program (default: %(default)s)")
@@ -184,6 +194,10 @@ def cmd_fuzz(args) -> int:
             hal.create_device(args.device).close()
         except hal.HalError as e:
             raise CampaignError(f"--device {args.device!r}: {e}") from None
+        try:  # the generated programs' device: --queues in the device's range, before any program runs
+            hal.create_device(args.device, queues=args.queues).close()
+        except hal.HalError as e:
+            raise CampaignError(f"--queues {args.queues}: {e.message if hasattr(e, 'message') else e}") from None
         options = {"fault_rate": args.fault_rate} if args.fault_rate else {}
         knobs = {"size": args.size, "drop_sync": args.drop_sync, "queues": args.queues, "fail_prob": args.fail_prob,
                  "device": args.device, "options": options,

@@ -271,7 +271,10 @@ def _python_fn(payload):
     fn = _PY_CACHE.get(key)
     if fn is None:
         ns = {"__name__": "_halsim_sweep_program", "__file__": payload["file"]}
-        exec(compile(payload["source"], payload["file"], "exec"), ns)  # noqa: S102 - the user's own program
+        try:
+            exec(compile(payload["source"], payload["file"], "exec"), ns)  # noqa: S102 - the user's own program
+        except SystemExit as e:
+            raise CampaignError(f"{payload['file']} called sys.exit({e.code!r}) on import") from None
         fn = ns.get(payload["func"])
         if not callable(fn):
             raise CampaignError(f"{payload['file']} has no function {payload['func']!r}")
@@ -333,8 +336,9 @@ def run_program(payload: dict, params: dict):
         opts["cost_model"] = model
     dev = hal.create_device(uri or payload["uri"] or "sim", **opts)
     errors = []
+    from halsim.deadline import call_program
     try:
-        _python_fn(payload)(dev)
+        call_program(_python_fn(payload), dev)  # (sys.exit(0): the program ended; sys.exit(N): a failed row)
     except hal.HalError as e:
         errors.append(StepError("main", payload["func"], "program", int(e.code), e.message,
                                 deadlock=isinstance(e, DeadlockError)))
@@ -459,8 +463,12 @@ class ResultsWriter:
                 if data and not data.endswith(b"\n"):
                     f.truncate(data.rfind(b"\n") + 1)
         d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        self.file = open(path, "a", newline="", encoding="utf-8")
+        try:
+            os.makedirs(d, exist_ok=True)
+            self.file = open(path, "a", newline="", encoding="utf-8")
+        except OSError as e:
+            raise CampaignError(f"--out {path!r}: {e.strerror or e}") from None
+        self.created, self.rows = not exists, 0
         self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
         if not exists:
             self.writer.writeheader()
@@ -468,7 +476,18 @@ class ResultsWriter:
 
     def write(self, row: dict) -> None:
         self.writer.writerow(row)
+        self.rows += 1
         self.flush()
+
+    def discard(self) -> None:
+        """Close, and remove the file if this writer created it and wrote no row (a sweep that
+        failed before its first point leaves nothing that would block the retry)."""
+        self.close()
+        if self.created and self.rows == 0:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
 
     def flush(self) -> None:
         self.file.flush()
@@ -533,6 +552,9 @@ def run_sweep(spec: Spec, out: str, jobs: int = 1, dask: str | None = None, resu
             errors += bool(row["error"])
             if bar:
                 bar.update()
+    except BaseException:
+        writer.discard()
+        raise
     finally:
         writer.close()
         if bar:
@@ -570,6 +592,8 @@ def plot_results(rows: list[dict], plot: dict, path: str) -> str:
     for r in rows:
         if r.get("error") or _num(r.get(y)) is None:
             continue
+        if x and r.get(x) in (None, ""):
+            continue  # a point without the x parameter (a [sample] point when x is a [grid] one): no place
         groups.setdefault(r.get(hue) if hue else "", {}).setdefault(r.get(x), []).append(_num(r[y]))
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     ax = fig.add_subplot()
@@ -579,7 +603,7 @@ def plot_results(rows: list[dict], plot: dict, path: str) -> str:
         pts = sorted(groups[h].items(), key=lambda kv: (_num(kv[0]) or 0, str(kv[0])))
         xs = [_num(k) if numeric else xs_all.index(k) for k, _ in pts]
         ys = [sum(v) / len(v) for _, v in pts]
-        ax.plot(xs, ys, marker="o", label=f"{hue} = {h}" if hue else None)
+        ax.plot(xs, ys, marker="o", label=f"{hue} = {h if h not in (None, '') else '(not set)'}" if hue else None)
     if not numeric:
         ax.set_xticks(range(len(xs_all)), [str(v) for v in xs_all])
     ax.set_xlabel(x or "")
@@ -596,8 +620,18 @@ def plot_results(rows: list[dict], plot: dict, path: str) -> str:
 # -- command line ------------------------------------------------------------------------------------
 
 def add_parsers(sub) -> None:
+    import argparse
     s = sub.add_parser("sweep", help="run a program over a grid/sample of device options, cost-model fields "
-                                     "and seeds; stream metrics to CSV (docs/campaigns.md)")
+                                     "and seeds; stream metrics to CSV (docs/campaigns.md)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run one program (a schedule, a Python program or a generated one) at every "
+                       "point of a spec's grid\nand/or random sample of device options, cost-model fields and "
+                       "seeds; append each point's metrics\n(makespan, utilization, findings, …) to a CSV as it "
+                       "finishes (--resume skips the points already there)\nand draw a summary plot. Exit 0 done, "
+                       "2 bad input (docs/campaigns.md).",
+                       epilog="Examples:\n  halsim sweep spec.toml                        results in sweep.csv, plot in sweep.png\n"
+                              "  halsim sweep spec.toml --jobs 4 --out r.csv   four worker processes\n"
+                              "  halsim sweep spec.toml --out r.csv --resume   finish an interrupted sweep\n")
     s.add_argument("spec", help="the sweep spec (TOML)")
     s.add_argument("--out", "-o", default="sweep.csv", help="results file, .csv or .parquet (default: %(default)s)")
     s.add_argument("--plot", help="summary plot (.png or .svg; default: next to --out)")
@@ -618,6 +652,18 @@ def cmd_sweep(args) -> int:
         plot = None if args.no_plot else (args.plot or os.path.splitext(args.out)[0] + ".png")
         if plot and not plot.lower().endswith((".png", ".svg")):
             raise CampaignError(f"--plot {plot!r}: expected a .png or .svg file")
+        from reference.trace.atomic import output_problem, same_file_problem
+        csv_out = args.out[:-len(".parquet")] + ".csv" if args.out.endswith(".parquet") else args.out
+        outputs = {"--out": args.out, "--plot": plot}
+        if csv_out != args.out:
+            outputs["--out (its .csv)"] = csv_out
+        problem = same_file_problem(outputs, [args.spec])
+        for flag, path in outputs.items():  # before any point runs: not after the last one
+            # (the results' folder is created; an explicit --plot's folder must exist)
+            problem = problem or (output_problem(path, flag, create_dirs=flag != "--plot" or not args.plot)
+                                  if path else None)
+        if problem:
+            raise CampaignError(problem)
         spec = load_spec(args.spec)
         check_points(spec)
         summary = run_sweep(spec, args.out, args.jobs, args.dask, args.resume, progress=not args.quiet)
@@ -634,7 +680,13 @@ def cmd_sweep(args) -> int:
         best = min(good, key=lambda r: _num(r[y]))
         print(f"lowest {y}: {best[y]} at {best['key']}")
     if plot:
-        print(plot_results(rows, spec.plot, plot))
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(plot)), exist_ok=True)
+            print(plot_results(rows, spec.plot, plot))
+        except OSError as e:
+            print(f"halsim: error: --plot {plot!r}: {e.strerror or e} (the results are in {args.out})",
+                  file=sys.stderr)
+            return 2
     return 0
 
 

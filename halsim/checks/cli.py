@@ -22,6 +22,7 @@ made so far checked, with where its threads were as notes; exit 1 with findings,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -47,8 +48,17 @@ class _TimedOut(Exception):
 
 
 def add_parsers(sub) -> None:
+    import argparse
     c = sub.add_parser("check", help="check a program, schedule or trace for deadlocks, hazards, lifetime "
-                                     "and semaphore bugs (exit 0 clean, 1 findings, 2 bad input)")
+                                     "and semaphore bugs (exit 0 clean, 1 findings, 2 bad input)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Check a trace for deadlocks, data hazards, lifetime and semaphore misuse "
+                       "(docs/checks.md). A program\n(file.py[:function]) or a schedule file runs on a simulator "
+                       "device first (default sim, or the\nschedule's own device); a halsim trace (.json) is "
+                       "checked as recorded. Exit 0 clean, 1 findings,\n2 bad input, 124 --timeout passed with no "
+                       "findings.",
+                       epilog="Examples:\n  halsim check prog.py:main\n  halsim check schedule.toml --json\n"
+                              "  halsim check t.json --rules hazard deadlock.cycle\n")
     c.add_argument("target", metavar="PROGRAM|TRACE",
                    help="file.py[:function], a schedule (.toml/.json) or a trace (.json)")
     c.add_argument("--device", help="device URI to run a program on (default: sim, or the schedule's device)")
@@ -72,7 +82,7 @@ def _is_trace(path: str) -> bool:
 
 def _run_program(spec: str, uri: str, timeout: float | None = None):
     from halsim.cli import UsageError, load_program
-    from halsim.deadline import ProgramTimeout, run_with_timeout
+    from halsim.deadline import ProgramExit, ProgramTimeout, call_program, run_with_timeout
     from halsim.sim import DeadlockError
 
     try:
@@ -84,7 +94,7 @@ def _run_program(spec: str, uri: str, timeout: float | None = None):
     stuck = None
     try:
         try:
-            run_with_timeout(lambda: fn(dev), timeout)
+            run_with_timeout(lambda: call_program(fn, dev), timeout)  # (sys.exit(0): the program ended)
         except ProgramTimeout as e:
             stuck = e
     except DeadlockError as e:
@@ -95,7 +105,8 @@ def _run_program(spec: str, uri: str, timeout: float | None = None):
         from halsim.cli import program_raised
 
         program_raised(spec, "the program", e)  # (its traceback on stderr, from its own frames)
-        notes.append(f"the program raised {type(e).__name__}: {e}")
+        notes.append(f"the program called {e}" if isinstance(e, ProgramExit)
+                     else f"the program raised {type(e).__name__}: {e}")
     finally:
         if stuck is None:  # (a stuck program's threads keep the device: it is not closed)
             dev.close()
@@ -131,6 +142,9 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
         raise _BadInput(f"device {uri or schedule.device!r}: {e}") from None
     extra = static_findings(schedule) + error_findings(result.errors)
     notes = [str(e) for e in result.errors]
+    for e in result.errors:
+        if getattr(e, "crashed", False):  # a Python exception in a step: said like a program's
+            print(f"halsim: the schedule's {e}", file=sys.stderr)
     return result.trace, notes, extra
 
 
@@ -142,8 +156,9 @@ def load_target(target: str, device: str | None, timeout: float | None = None):
     path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
     if path.endswith(".json") and _is_trace(path):
         notes = [f"--device {device} ignored: a trace is checked as it was recorded"] if device else []
+        from halsim.trace_tools.model import load as load_trace
         try:
-            return Trace.load(path), notes, []
+            return load_trace(path, validate=True), notes, []
         except TraceFormatError as e:
             raise _BadInput(str(e)) from None
     if is_schedule_path(path):
@@ -173,8 +188,9 @@ def cmd_check(args) -> int:
         problem = timeout_problem(args.timeout)
         if problem:
             raise _BadInput(problem)
-        try:
-            trace, notes, extra = load_target(args.target, args.device, args.timeout)
+        try:  # --json: the program's own prints go to stderr, so stdout is the JSON document only
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                trace, notes, extra = load_target(args.target, args.device, args.timeout)
         except _TimedOut as e:
             trace, notes, extra, timed_out = e.trace, e.notes, [], True
         try:
@@ -208,8 +224,8 @@ def demo_report(trace, path: str) -> str:
     report = check_trace(trace)
     title = os.path.basename(path).replace(".check.txt", ".trace.json")
     text = format_report(report.findings, report.stats, [], title)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
+    from reference.trace.atomic import atomic_write
+    atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
     return f"{text.splitlines()[-1]}: {path}"
 
 

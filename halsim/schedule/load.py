@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import tomllib
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ QUEUE_CALLS = ("execute", "barrier", "fill", "copy", "update", "dispatch", "allo
 HOST_CALLS = ("signal", "fail", "wait", "sleep", "release", "flush")
 COMMANDS = ("fill", "copy", "update", "dispatch", "barrier")
 SUFFIXES = (".toml", ".json")
+MAX_SECONDS = threading.TIMEOUT_MAX  # the longest sleep or wait timeout a step may ask for
 
 
 class ScheduleError(ValueError):
@@ -76,11 +78,13 @@ class _Checker:
             self.fail(where, f"must be >= {minimum}, got {value}")
         return value
 
-    def number(self, value, where) -> float:
+    def number(self, value, where, maximum: float = MAX_SECONDS) -> float:
         if value is None:
             self.fail(where, "missing")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
             self.fail(where, f"expected a non-negative number, got {value!r}")
+        if not value <= maximum:
+            self.fail(where, f"must be at most {maximum:.4g} seconds (what a thread can wait for), got {value!r}")
         return float(value)
 
     def str(self, value, where, choices=None) -> str:

@@ -3,7 +3,8 @@
 The main thread creates the semaphores, buffers and command buffers (recording them), starts the
 extra host threads, then runs its own steps; each thread runs its steps in order. A step that
 raises a ``HalError`` is recorded in :attr:`RunResult.errors` and the thread goes on (a checking
-tool wants the rest of the program's trace); a deadlock stops the thread that hit it. The runner
+tool wants the rest of the program's trace); a deadlock stops the thread that hit it, and so does
+any other exception (recorded too, with ``crashed`` set: never a silently dead thread). The runner
 keeps objects only in its name tables, so a ``release`` step really drops the host's last
 reference (what ``retain_resources=False`` needs to show an early release).
 
@@ -36,8 +37,12 @@ class StepError:
     code: int
     message: str
     deadlock: bool = False
+    crashed: bool = False   # a Python exception, not a HAL status: the thread stopped there
 
     def __str__(self) -> str:
+        if self.crashed:
+            return f"{self.where} ({self.call}) on {self.thread} thread raised {self.message.splitlines()[0]} " \
+                   "(the thread stopped)"
         return f"{self.where} ({self.call}) on {self.thread} thread raised {hal.StatusCode(self.code).name}: " \
                f"{self.message.splitlines()[0] if self.message else ''}"
 
@@ -179,6 +184,10 @@ def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
         except KeyError as e:   # a name whose object the program released or never allocated
             errors.append(StepError(name, st["where"], st["call"], int(hal.StatusCode.NOT_FOUND),
                                     f"{e.args[0]!r} was released or not allocated yet"))
+        except Exception as e:  # noqa: BLE001 - not a HAL status: recorded (the thread stops), never lost
+            errors.append(StepError(name, st["where"], st["call"], int(hal.StatusCode.INTERNAL),
+                                    f"{type(e).__name__}: {e}", crashed=True))
+            return
 
 
 def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
@@ -208,17 +217,24 @@ def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> 
     dev = hal.create_device(device) if device else hal.create_device(schedule.device, **schedule.options)
     if opened is not None:
         opened(dev)
-    errors: list[StepError] = []
-    started: list = []   # the worker threads, or the exception that stopped set-up
     try:
-        main = threading.Thread(target=_main, args=(dev, schedule, errors, started), name="schedule main")
-        main.start()
-        main.join()
-        for w in list(started):
-            if isinstance(w, BaseException):
-                raise w
-            w.join()
-        gc.collect()   # objects the program dropped: their host_release lands before close
+        errors = run_schedule_on(dev, schedule)
     finally:
         dev.close()
     return RunResult(dev.trace, errors)
+
+
+def run_schedule_on(dev, schedule: Schedule) -> list:
+    """Run ``schedule``'s steps on an open device (left open) and return its :class:`StepError` list
+    (``halsim difftest`` runs a schedule as a program this way)."""
+    errors: list[StepError] = []
+    started: list = []   # the worker threads, or the exception that stopped set-up
+    main = threading.Thread(target=_main, args=(dev, schedule, errors, started), name="schedule main")
+    main.start()
+    main.join()
+    for w in list(started):
+        if isinstance(w, BaseException):
+            raise w
+        w.join()
+    gc.collect()   # objects the program dropped: their host_release lands before close
+    return errors

@@ -12,9 +12,14 @@ trace, a bad argument); modules are imported when their command runs (matplotlib
 from __future__ import annotations
 
 import json
+import math
 import sys
 
+import argparse
+
 from reference.trace import TraceFormatError
+
+RAW = argparse.RawDescriptionHelpFormatter
 
 
 class BadInput(Exception):
@@ -38,9 +43,19 @@ def _guard(fn):
     return run
 
 
+def _outputs(outputs: dict, inputs: list) -> None:
+    """Refuse, before any work, an output that is an input (or another output) or cannot be written."""
+    from reference.trace.atomic import output_problem, same_file_problem
+    problem = same_file_problem(outputs, inputs)
+    for flag, path in outputs.items():
+        problem = problem or (output_problem(path, flag) if path else None)
+    if problem:
+        raise BadInput(problem)
+
+
 def _index(path: str):
     from .model import TraceIndex, load
-    return TraceIndex.of(load(path))
+    return TraceIndex.of(load(path, validate=True))
 
 
 def _findings(path: str | None) -> list[dict] | None:
@@ -49,7 +64,9 @@ def _findings(path: str | None) -> list[dict] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError:
+        raise BadInput(f"--findings {path!r}: not a JSON file (not UTF-8 text)") from None
+    except (OSError, ValueError) as e:  # (json.JSONDecodeError is a ValueError)
         raise BadInput(f"--findings {path!r}: {getattr(e, 'strerror', None) or e}") from None
     if isinstance(data, dict):
         data = data.get("findings", [])
@@ -60,19 +77,38 @@ def _findings(path: str | None) -> list[dict] | None:
 
 def add_parsers(sub) -> None:
     """Add ``export``, ``stats``, ``plot`` and ``diff`` to ``halsim``'s subparsers."""
-    e = sub.add_parser("export", help="export a trace to Perfetto (protobuf) and/or Chrome JSON")
+    e = sub.add_parser("export", help="export a trace to Perfetto (protobuf) and/or Chrome JSON", formatter_class=RAW,
+                       description="Write a trace as a Perfetto TrackEvent file (open it in ui.perfetto.dev) and/or "
+                       "a Chrome JSON trace\n(chrome://tracing): one track per queue, host thread and worker, a slice "
+                       "per operation and command,\nflows from signals to the waits they satisfied, semaphore values "
+                       "as counters; --findings marks check\nfindings as instant events (docs/trace-tools.md).",
+                       epilog="Examples:\n  halsim export t.json --perfetto t.pftrace\n"
+                              "  halsim check t.json --json > f.json; halsim export t.json --perfetto t.pftrace --findings f.json\n"
+                              "  halsim export big.json --chrome big.cjson --no-commands\n")
     e.add_argument("trace", help="trace file (JSON)")
     e.add_argument("--perfetto", metavar="F", help="write a Perfetto TrackEvent trace (.pftrace) here")
     e.add_argument("--chrome", metavar="F", help="write a Chrome JSON trace here")
     e.add_argument("--findings", metavar="J", help="JSON list of check findings to show as instant events")
     e.add_argument("--no-commands", action="store_true", help="operations only (smaller files)")
 
-    s = sub.add_parser("stats", help="per-queue busy/idle time, overlap, queue depth, critical path, longest ops")
+    s = sub.add_parser("stats", help="per-queue busy/idle time, overlap, queue depth, critical path, longest ops",
+                       formatter_class=RAW,
+                       description="Summarize a trace: makespan, per-track busy and idle time and utilization, "
+                       "overlap between queues,\nqueue depth, the critical path through the happens-before "
+                       "graph and the K longest operations.",
+                       epilog="Examples:\n  halsim stats t.json\n  halsim stats t.json --top 20\n"
+                              "  halsim stats t.json --json | jq .makespan_ns\n")
     s.add_argument("trace", help="trace file (JSON)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.add_argument("--top", type=int, default=10, metavar="K", help="longest operations to list (default: %(default)s)")
 
-    p = sub.add_parser("plot", help="timeline plot of a trace (PNG or SVG by extension)")
+    p = sub.add_parser("plot", help="timeline plot of a trace (PNG or SVG by extension)", formatter_class=RAW,
+                       description="Draw a trace's timeline: one row per queue, host thread and worker, operations "
+                       "as bars with their\ncommands inside, arrows from each signal to the waits it satisfied, "
+                       "semaphore values below; a\nwindow with many spans is shaded per pixel column instead. "
+                       "--findings highlights check findings.",
+                       epilog="Examples:\n  halsim plot t.json -o t.png\n"
+                              "  halsim plot t.json -o zoom.svg --from 1000000 --to 2000000 --tracks queue\n")
     p.add_argument("trace", help="trace file (JSON)")
     p.add_argument("-o", "--output", required=True, help="output image (.png or .svg)")
     p.add_argument("--from", dest="t_from", type=int, metavar="T", help="start of the window (ns, trace clock)")
@@ -80,7 +116,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--tracks", nargs="+", metavar="NAME", help="only tracks whose name contains one of these")
     p.add_argument("--findings", metavar="J", help="JSON list of check findings to highlight")
 
-    d = sub.add_parser("diff", help="compare two traces of one program (ops aligned by program-order id)")
+    d = sub.add_parser("diff", help="compare two traces of one program (ops aligned by program-order id)",
+                       formatter_class=RAW,
+                       description="Compare two traces of one program (operations aligned by their program-order "
+                       "id): makespan and per-queue\nutilization, per-operation duration ratios, operations only "
+                       "in one trace, in-order queue inversions\nand host read-back digests. Exit 0 within "
+                       "--tolerance, 1 outside it, 2 bad input.",
+                       epilog="Examples:\n  halsim diff sim.json real.json\n"
+                              "  halsim diff sim.json real.json --tolerance 0.25 --plot d.png\n"
+                              "  halsim diff a.json b.json --json > d.json\n")
     d.add_argument("a", help="first trace (the reference)")
     d.add_argument("b", help="second trace")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -93,6 +137,7 @@ def add_parsers(sub) -> None:
 def cmd_export(args) -> int:
     if not args.perfetto and not args.chrome:
         raise BadInput("export: give --perfetto F and/or --chrome F")
+    _outputs({"--perfetto": args.perfetto, "--chrome": args.chrome}, [args.trace, args.findings])
     from .perfetto_export import export_chrome, export_perfetto
     findings = _findings(args.findings)
     ix = _index(args.trace)
@@ -121,6 +166,7 @@ def cmd_plot(args) -> int:
         raise BadInput(f"-o {args.output!r}: expected a .png or .svg file name")
     if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
         raise BadInput("--to must be after --from")
+    _outputs({"-o": args.output}, [args.trace, args.findings])
     info = plot_trace(_index(args.trace), args.output, t_from=args.t_from, t_to=args.t_to, tracks=args.tracks,
                       findings=_findings(args.findings))
     print(f"plot: {args.output}  ({info['rows']} rows, {info['mode']})")
@@ -130,14 +176,16 @@ def cmd_plot(args) -> int:
 @_guard
 def cmd_diff(args) -> int:
     from .diff import diff_traces, format_diff
-    if args.tolerance < 0:
-        raise BadInput("--tolerance: must be >= 0")
+    if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
+        raise BadInput(f"--tolerance {args.tolerance}: must be a finite number >= 0")
+    if args.plot:
+        if not args.plot.lower().endswith((".png", ".svg")):
+            raise BadInput(f"--plot {args.plot!r}: expected a .png or .svg file name")
+        _outputs({"--plot": args.plot}, [args.a, args.b])
     a, b = _index(args.a), _index(args.b)
     report = diff_traces(a, b, tolerance=args.tolerance)
     print(json.dumps(report, indent=2) if args.json else format_diff(report))
     if args.plot:
-        if not args.plot.lower().endswith((".png", ".svg")):
-            raise BadInput(f"--plot {args.plot!r}: expected a .png or .svg file name")
         from .plot import plot_diff
         plot_diff(a, b, args.plot, labels=(args.a, args.b))
     return 0 if report["within_tolerance"] else 1

@@ -17,6 +17,7 @@ columns (lists of ints, operation positions instead of id strings), so a million
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -49,11 +50,107 @@ def personality(header: dict) -> str:
     return uri.split(":", 1)[1] if uri.startswith("sim:") else (uri or "generic")
 
 
-def load(path: str | os.PathLike) -> Trace:
-    """``Trace.load`` with a missing file reported as a :class:`TraceFormatError` too."""
+def load(path: str | os.PathLike, validate: bool = False) -> Trace:
+    """``Trace.load`` with a missing file, a header that is not an object and a ``version`` that is
+    not the integer 1 reported as a :class:`TraceFormatError` too. ``validate``: also check every
+    event's basic shape now (:func:`validate_events`; the trace tools' own pass,
+    :meth:`TraceIndex.of`, checks as it goes)."""
+    path = os.fspath(path)
     if not os.path.isfile(path):
-        raise TraceFormatError(f"{os.fspath(path)}: no such file")
-    return Trace.load(path)
+        raise TraceFormatError(f"{path}: no such file")
+    _check_header_line(path)
+    trace = Trace.load(path)
+    if validate:
+        validate_events(trace, path)
+    return trace
+
+
+def _check_header_line(path: str) -> None:
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            first = f.readline()
+    except (OSError, UnicodeDecodeError):
+        return  # Trace.load says what is wrong
+    prefix = first.rstrip("\n")
+    if not prefix.endswith('"events":['):
+        return
+    try:
+        doc = json.loads(prefix + "]}")
+    except json.JSONDecodeError:
+        return
+    if not isinstance(doc, dict):
+        return
+    version = doc.get("version")
+    if isinstance(version, bool):
+        raise TraceFormatError(f"{path}:1: trace version {_kind(version)} not supported (this reader: 1)")
+    if "header" in doc and not isinstance(doc["header"], dict):
+        raise TraceFormatError(f"{path}:1: the trace's 'header' must be an object, got {_kind(doc['header'])}")
+
+
+def _kind(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return "an object" if isinstance(v, dict) else "a list"
+    return repr(v)
+
+
+_TIMES = ("t", "start", "ready", "end")
+_NEEDS_T = frozenset({"op", "op_done", "cmd", "encoder", "signal", "fail", "semaphore", "host_wait"})
+_OP_EVENTS = frozenset({"op", "op_done", "cmd", "encoder", "issue", "retain", "release", "metal_cb"})
+_SEM_EVENTS = frozenset({"signal", "fail", "semaphore"})
+
+
+def event_problem(e) -> str | None:
+    """What is wrong with one event's basic shape (None: nothing): an object whose ``ev`` is a
+    string, times (``t``, ``start``, ``ready``, ``end``) non-negative integer nanoseconds, ``op``
+    and ``sem`` strings where the tools look them up, ``wait``/``signal`` lists of [sem, value]."""
+    if not isinstance(e, dict):
+        return f"expected an event object, got {_kind(e)}"
+    ev = e.get("ev")
+    if not isinstance(ev, str):
+        return f"'ev' must be a string, got {_kind(ev)}"
+    for key in _TIMES:
+        if key in e or (key == "t" and ev in _NEEDS_T):
+            v = e.get(key)
+            if v is None and key != "t":
+                continue
+            if type(v) is not int or v < 0:
+                return f"{ev} event: {key!r} must be a non-negative integer (nanoseconds), got {_kind(v)}"
+    if ev in _OP_EVENTS and not isinstance(e.get("op"), str):
+        return f"{ev} event: 'op' must be a string, got {_kind(e.get('op'))}"
+    if ev in _SEM_EVENTS and not isinstance(e.get("sem"), str):
+        return f"{ev} event: 'sem' must be a string, got {_kind(e.get('sem'))}"
+    if ev == "signal" and (type(e.get("value")) is not int):
+        return f"signal event: 'value' must be an integer, got {_kind(e.get('value'))}"
+    if ev in ("op", "cmd") and not isinstance(e.get("kind"), str):
+        return f"{ev} event: 'kind' must be a string, got {_kind(e.get('kind'))}"
+    if ev == "cmd" and type(e.get("index")) is not int:
+        return f"cmd event: 'index' must be an integer, got {_kind(e.get('index'))}"
+    if ev == "track" and "id" not in e:
+        return "track event: 'id' missing"
+    if ev == "op":
+        for key in ("wait", "signal"):
+            pairs = e.get(key, [])
+            if not isinstance(pairs, list) or not all(
+                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) is int
+                    for p in pairs):
+                return f"op event: {key!r} must be a list of [semaphore, value] pairs, got {_kind(pairs)}"
+    if "status" in e and e["status"] is not None and type(e["status"]) is not int:
+        return f"{ev} event: 'status' must be an integer, got {_kind(e['status'])}"
+    return None
+
+
+def validate_events(trace, path: str | None = None) -> None:
+    """Check every event of ``trace`` (:func:`event_problem`); the first bad one raises a
+    :class:`TraceFormatError` naming the file, the event (0-based, after the header) and its line."""
+    for i, e in enumerate(trace):
+        problem = event_problem(e)
+        if problem:
+            where = f"{path}:{i + 2}" if path else "trace"
+            raise TraceFormatError(f"{where}: event {i}: {problem}")
 
 
 @dataclass

@@ -159,8 +159,8 @@ def _draw_rows(ax, ix: TraceIndex, lanes: list[Lane], lo: int, hi: int, t0: int,
             ax.axvline(x(t), color="red", linewidth=0.8, linestyle=":")
     ax.set_yticks(range(n))
     ax.set_yticklabels([ln.name for ln in lanes], fontsize=8)
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.set_xlim(x(lo), x(hi))
+    ax.set_ylim(max(n, 1) - 0.5, -0.5)  # (no rows: one empty row, not identical limits)
+    ax.set_xlim(x(lo), max(x(hi), x(lo) + 1e-9))
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     return {"rows": n, "mode": "density" if dense else "bars", "spans": spans, "arrows": drawn}
 
