@@ -129,7 +129,9 @@ def track_items(ix: TraceIndex, with_commands: bool = True) -> dict[int, list[It
                 per.setdefault(track, []).append(Item(t, t, f"signal {sem}={value}", "host_signal", (sem, k)))
     for pos, e in enumerate(ix.host_handoffs):
         name = f"join host thread {e['joined']}" if e["ev"] == "host_join" else f"{e['via']} #{e['sync']}"
-        per.setdefault(ix.host_track(e["thread"]), []).append(Item(e["t"], e["t"], name, "host_handoff", pos))
+        if e.get("thread") is None and e.get("op") is not None:
+            name += f" (in {e['op']})"
+        per.setdefault(ix.host_track(e.get("thread")), []).append(Item(e["t"], e["t"], name, "host_handoff", pos))
     return per
 
 

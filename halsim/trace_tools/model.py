@@ -290,12 +290,13 @@ class TraceIndex:
         order = queue_order({op["op"]: op.get("t", 0) for op in self.ops}, self.issued, self.committed)
         return [self.ops[self.op_pos[o]] for o in order]
 
-    def host_track(self, thread: int) -> int:
-        """The track of host thread ``thread``, declaring one when the trace has none."""
+    def host_track(self, thread: int | None) -> int:
+        """The track of host thread ``thread``, declaring one when the trace has none. ``None``: the
+        functions of host calls (a hand-off made inside one is the host call's, with no thread)."""
         tid = self.host_tracks.get(thread)
         if tid is None:
             tid = max(self.tracks, default=-1) + 1
-            self.tracks[tid] = ("host", f"host thread {thread}")
+            self.tracks[tid] = ("host", "host call functions" if thread is None else f"host thread {thread}")
             self.host_tracks[thread] = tid
         return tid
 

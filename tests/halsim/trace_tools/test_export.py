@@ -246,3 +246,32 @@ def test_the_plot_draws_the_hand_off_arrow(tmp_path):
 
     info = plot_trace(_handoff_trace(), tmp_path / "h.png")
     assert (info["rows"], info["arrows"]) == (2, 2)  # host threads 0 and 1; start → first call, put → get
+
+
+def test_a_hand_off_made_inside_a_host_calls_function_has_its_own_row(tmp_path):
+    """A host call's function starting the thread that signals for it (it returned DEFERRED): the
+    Thread.start is the host call's (no thread), drawn on a "host call functions" row, not "None"."""
+    import threading
+
+    from halsim.trace_tools.plot import plot_trace
+    from reference import hal
+
+    with hal.create_device("sim") as dev:
+        s = dev.create_semaphore()
+
+        def fn(args, ctx):
+            sig = list(ctx.signal)
+            threading.Thread(target=lambda: [sem.signal(v) for sem, v in sig]).start()
+            return hal.StatusCode.DEFERRED
+        dev.queue_host_call([], [(s, 1)], fn)
+        s.wait(1, 10)
+        trace = dev.trace
+    (rel,) = [e for e in trace.events("host_sync") if e["role"] == "release"]
+    assert (rel["thread"], rel["op"], rel["via"]) == (None, "0:0", "Thread.start")
+    export_perfetto(trace, tmp_path / "h.pftrace")
+    tracks, events = read(tmp_path / "h.pftrace")
+    by_name = {d.name: u for u, d in tracks.items()}
+    assert "host thread None" not in by_name
+    (te,) = [p.track_event for p in events[by_name["host call functions"]] if p.track_event.type == TE.TYPE_INSTANT]
+    assert te.name == "Thread.start #0 (in 0:0)"
+    assert plot_trace(trace, tmp_path / "h.png")["arrows"] == 2   # the start, and the signal → the wait
