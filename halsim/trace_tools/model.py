@@ -53,16 +53,12 @@ def personality(header: dict) -> str:
 def load(path: str | os.PathLike, validate: bool = False) -> Trace:
     """``Trace.load`` with a missing file, a header that is not an object and a ``version`` that is
     not the integer 1 reported as a :class:`TraceFormatError` too. ``validate``: also check every
-    event's basic shape now (:func:`validate_events`; the trace tools' own pass,
-    :meth:`TraceIndex.of`, checks as it goes)."""
+    event's basic shape (:func:`event_problem`) in the pass that reads the file."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TraceFormatError(f"{path}: no such file")
     _check_header_line(path)
-    trace = Trace.load(path)
-    if validate:
-        validate_events(trace, path)
-    return trace
+    return Trace.load(path, check=event_problem if validate else None)
 
 
 def _check_header_line(path: str) -> None:
@@ -141,16 +137,6 @@ def event_problem(e) -> str | None:
     if "status" in e and e["status"] is not None and type(e["status"]) is not int:
         return f"{ev} event: 'status' must be an integer, got {_kind(e['status'])}"
     return None
-
-
-def validate_events(trace, path: str | None = None) -> None:
-    """Check every event of ``trace`` (:func:`event_problem`); the first bad one raises a
-    :class:`TraceFormatError` naming the file, the event (0-based, after the header) and its line."""
-    for i, e in enumerate(trace):
-        problem = event_problem(e)
-        if problem:
-            where = f"{path}:{i + 2}" if path else "trace"
-            raise TraceFormatError(f"{where}: event {i}: {problem}")
 
 
 @dataclass

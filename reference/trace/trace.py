@@ -248,11 +248,21 @@ class Trace:
         atomic_write(path, write, mode="w")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Trace":
-        """Open a trace file; events are streamed from it when iterated. Raises TraceFormatError."""
+    def load(cls, path: str | os.PathLike, check=None) -> "Trace":
+        """Open a trace file; events are streamed from it when iterated. Raises TraceFormatError.
+        ``check``: a function of one event saying what is wrong with it (None: nothing), run on every
+        event in the same pass (a tool's own shape rules, at no second parse of the file)."""
         path = os.fspath(path)
         header, events = _read_events(path)
-        count = sum(1 for _ in events)  # validates every line now, so later iteration cannot fail
+        if check is None:
+            count = sum(1 for _ in events)  # validates every line now, so later iteration cannot fail
+        else:
+            count = 0
+            for e in events:
+                problem = check(e)
+                if problem:
+                    raise TraceFormatError(f"{path}:{count + 2}: event {count}: {problem}")
+                count += 1
         trace = cls(header)
         trace._source = path
         trace._source_count = count
