@@ -25,7 +25,10 @@
 * **Commands**: fill → ``cuMemsetD8/D16/D32Async`` (the HAL requires offset and length to be multiples
   of the pattern length, and ``cuMemAlloc`` memory is 256-byte aligned, so the element alignment holds);
   update → ``cuMemcpyHtoDAsync`` from the bytes captured at record time; copy → ``cuMemcpyDtoDAsync``
-  (UNIMPLEMENTED for overlapping ranges of one allocation, as on OpenCL); dispatch → ``cuLaunchKernel``
+  (overlapping ranges of one allocation — binding-table slots aliasing it — are staged, as on OpenCL:
+  source → a ``cuMemAlloc`` scratch → target, two copies in stream order, one command whose span runs
+  from the first's start to the second's end; the scratch is freed once ``submit`` synchronized the
+  stream, or, in a graph, belongs to the graph); dispatch → ``cuLaunchKernel``
   of the NVRTC-compiled builtin library (``kernel_abi``: per binding a device pointer + byte offset,
   the constants, ``n``; blocks of 256 threads) — a CUBIN for the device's architecture where NVRTC builds
   one, else PTX the driver JITs (``nvrtc.pick_image``); barriers and HAL events need nothing on one in-order
@@ -36,9 +39,9 @@
   ``cuGraphInstantiate``) and every later execution with the same resolved commands — the same device
   addresses, ranges, patterns and constants, so a different binding table gets its own graph — is one
   ``cuGraphLaunch``. ``update`` bytes are staged in device memory owned by the graph (a device-to-device
-  copy node). Command buffers with an indirect dispatch (the counts are read on the host) and one-shot
-  ones are replayed as stream commands. Graphs are destroyed when their command buffer is garbage.
-  Option ``graphs=False`` turns them off.
+  copy node), as is the scratch of a staged copy (two memcpy nodes). Command buffers with an indirect
+  dispatch (the counts are read on the host) and one-shot ones are replayed as stream commands. Graphs
+  are destroyed when their command buffer is garbage. Option ``graphs=False`` turns them off.
 * **Timestamps**: an anchor ``CUevent`` is recorded on the idle stream with a host ``CLOCK_MONOTONIC``
   read, one event after each command (after the graph launch for a graph: its commands share its span);
   ``cuEventElapsedTime`` places them on the host clock.
@@ -102,6 +105,11 @@ def find_device(ordinal: int = 0):
     dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
     name = check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
     return dev, name.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def overlapping(a: Range, b: Range) -> bool:
+    """Whether two ranges share bytes of one buffer (two binding-table slots aliasing it can)."""
+    return a.buffer is b.buffer and a.offset < b.offset + b.length and b.offset < a.offset + a.length
 
 
 def _address(data) -> int:
@@ -295,7 +303,7 @@ class CudaAdapter(Adapter):
         check(cu.cuEventRecord(anchor, s), "cuEventRecord")
         check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
         anchor_ns = time.monotonic_ns()
-        marks, keep = [], []
+        marks, keep, scratch = [], [], []
         try:
             graph = self._graph(s, action.op)
             if graph is not None:
@@ -306,7 +314,7 @@ class CudaAdapter(Adapter):
                 action.native.append(("graph", graph))  # retained until the op completes
             else:
                 for cmd in commands:
-                    if self._enqueue(s, cmd, keep):
+                    if self._enqueue(s, cmd, keep, scratch=scratch):
                         ev = self._timing_event()
                         check(cu.cuEventRecord(ev, s), "cuEventRecord")
                         marks.append(((cmd.index,), ev))
@@ -325,12 +333,20 @@ class CudaAdapter(Adapter):
                 prev = end - anchor_ns
             action.native.append(("timing", times))
         finally:
+            if scratch:  # staged copies' scratch memory: after the stream (done unless a call failed)
+                cu.cuStreamSynchronize(s)
+                for ptr in scratch:
+                    cu.cuMemFree(ptr)
             for _, ev in marks:
                 self.destroy_event(ev)
             self.destroy_event(anchor)
 
-    def _enqueue(self, s, cmd, keep: list, staged: dict | None = None) -> bool:
-        """Enqueue one command on stream ``s``; False when it has nothing to do on the device."""
+    def _enqueue(self, s, cmd, keep: list, staged: dict | None = None, scratch: list | None = None) -> bool:
+        """Enqueue one command on stream ``s``; False when it has nothing to do on the device.
+
+        ``staged`` (graph capture): command index → device memory the graph owns (update bytes, the
+        scratch of a staged copy); otherwise a staged copy's scratch is ``cuMemAlloc``\\ ed and appended
+        to ``scratch``, which the caller frees once the stream is synchronized."""
         cu, kind = self.cu, cmd.kind
         if kind == "fill":
             target = cmd.accesses[0][0]
@@ -357,12 +373,17 @@ class CudaAdapter(Adapter):
             src, dst = cmd.accesses[0][0], cmd.accesses[1][0]
             if src.length == 0:
                 return False
-            if src.buffer is dst.buffer and src.offset < dst.offset + dst.length and \
-                    dst.offset < src.offset + src.length:
-                raise HalError(StatusCode.UNIMPLEMENTED, "cuda: overlapping copy within one buffer")
-            check(cu.cuMemcpyDtoDAsync(self._device_ptr(dst, "copy target") + dst.offset,
-                                       self._device_ptr(src, "copy source") + src.offset, src.length, s),
-                  "cuMemcpyDtoDAsync")
+            a = self._device_ptr(src, "copy source") + src.offset
+            b = self._device_ptr(dst, "copy target") + dst.offset
+            if overlapping(src, dst):  # binding-table slots aliasing one buffer: staged (memmove)
+                if staged is not None:  # graph capture: scratch memory the graph owns (two memcpy nodes)
+                    temp = staged[cmd.index]
+                else:  # freed by submit once the stream is synchronized
+                    temp = check(cu.cuMemAlloc(src.length), "cuMemAlloc")
+                    scratch.append(temp)
+                check(cu.cuMemcpyDtoDAsync(temp, a, src.length, s), "cuMemcpyDtoDAsync")
+                a = temp
+            check(cu.cuMemcpyDtoDAsync(b, a, src.length, s), "cuMemcpyDtoDAsync")
         elif kind == "dispatch":
             return self._dispatch(s, cmd)
         else:  # barrier, HAL events: one in-order stream already orders everything
@@ -419,12 +440,15 @@ class CudaAdapter(Adapter):
     def _capture(self, s, commands):
         cu = self.cu
         staged = {}
-        for cmd in commands:  # update bytes into device memory the graph owns (before capturing)
+        for cmd in commands:  # device memory the graph owns (before capturing): update bytes, staged-copy scratch
             if cmd.kind == "update" and len(cmd.args):
                 data = bytes(cmd.args)
                 ptr = check(cu.cuMemAlloc(len(data)), "cuMemAlloc")
                 staged[cmd.index] = ptr
                 check(cu.cuMemcpyHtoD(ptr, _address(data), len(data)), "cuMemcpyHtoD")
+            elif cmd.kind == "copy" and cmd.accesses[0][0].length and \
+                    overlapping(cmd.accesses[0][0], cmd.accesses[1][0]):
+                staged[cmd.index] = check(cu.cuMemAlloc(cmd.accesses[0][0].length), "cuMemAlloc")
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
         check(cu.cuStreamBeginCapture(s, mode), "cuStreamBeginCapture")
         indices = []

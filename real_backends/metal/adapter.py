@@ -23,7 +23,12 @@ Untested in CI (no macOS there): kept deliberately plain. How the engine's notio
   compute encoders (``MTLDispatchTypeConcurrent``) for dispatches and the ``fill_buffer_generic`` /
   ``copy_buffer_generic`` kernels of ``builtin.metal``, ``memoryBarrierWithScope:`` for memory barriers,
   and the command buffer's ``MTLEvent`` signalled and waited at increasing values between encoders.
-  ``update`` copies from a new shared ``MTLBuffer`` holding the captured bytes.
+  ``update`` copies from a new shared ``MTLBuffer`` holding the captured bytes. A copy between
+  overlapping ranges of one buffer (binding-table slots aliasing it) is staged, as on OpenCL: source →
+  a temporary ``Private`` ``MTLBuffer`` → target, two copies in the planned encoder (a blit encoder's
+  copies run in order, and the temporary is hazard-tracked; in a compute encoder a
+  ``memoryBarrierWithScope:`` separates the two ``copy_buffer_generic`` runs), the temporary retained
+  with the action until its command buffer completed (:func:`copy_hops`).
 * **Memory — host mirrored, like the CUDA adapter.** The reference ``Buffer``'s bytes are a host
   ``bytearray`` (what ``map_read``/``map_write`` use), which cannot back an ``MTLBuffer`` without a copy
   (``newBufferWithBytesNoCopy`` needs page-aligned memory). Each allocation gets an ``MTLBuffer`` with
@@ -84,6 +89,22 @@ def find_device():
     if dev is None:
         raise HalError(StatusCode.UNAVAILABLE, "metal: MTLCreateSystemDefaultDevice returned no device")
     return dev
+
+
+def overlapping(a: Range, b: Range) -> bool:
+    """Whether two ranges share bytes of one buffer (two binding-table slots aliasing it can)."""
+    return a.buffer is b.buffer and a.offset < b.offset + b.length and b.offset < a.offset + a.length
+
+
+def copy_hops(src, src_offset: int, dst, dst_offset: int, temp=None) -> list[tuple]:
+    """The ``(from, offset, to, offset)`` copies that encode one HAL copy: the copy itself, or — with a
+    temporary buffer, for overlapping ranges of one buffer, which neither ``copyFromBuffer`` nor the
+    ``copy_buffer_generic`` kernel (one thread per byte) may be given — source → temporary (at offset
+    0, so the planner's blit alignment still holds) → target, in that order: memmove, as the reference
+    devices do."""
+    if temp is None:
+        return [(src, src_offset, dst, dst_offset)]
+    return [(src, src_offset, temp, 0), (temp, 0, dst, dst_offset)]
 
 
 def options_bits(memory_type, unified: bool) -> int:
@@ -274,6 +295,7 @@ class MetalAdapter(Adapter):
             cb = self._encode(st, cb, seg, by_index, keep)
         self._staging_blit(cb, written.values(), to_device=False)
         self._commit(st, cb)
+        action.native.append(("keep", keep))  # update bytes, staged-copy temporaries: until the op completes
         self._drain(st)
         action.native.append(("cb", cb))
         for rng in written.values():  # Metal → host
@@ -353,6 +375,7 @@ class MetalAdapter(Adapter):
                 target = cmd.accesses[-1][0]
                 if target.length == 0:
                     continue
+                temp = None
                 if cmd.kind == "update":  # the captured bytes in a new shared buffer, then a copy
                     data = bytes(cmd.args)
                     src_buf = self.device.newBufferWithBytes_length_options_(data, len(data), 0)
@@ -360,17 +383,20 @@ class MetalAdapter(Adapter):
                     src_off = 0
                 else:
                     src = cmd.accesses[0][0]
-                    if src.buffer is target.buffer and src.offset < target.offset + target.length and \
-                            target.offset < src.offset + src.length:
-                        raise HalError(StatusCode.UNIMPLEMENTED, "metal: overlapping copy within one buffer")
                     src_buf, src_off = self._buffer(src, "copy source"), src.offset
+                    if overlapping(src, target):  # aliased binding-table slots: staged (memmove)
+                        temp = self.device.newBufferWithLength_options_(target.length,
+                                                                        STORAGE["Private"] << STORAGE_SHIFT)
+                        keep.append(temp)
                 dst_buf = self._buffer(target, "copy target")
-                if step.method == "copyFromBuffer":
-                    enc.copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
-                        src_buf, src_off, dst_buf, target.offset, target.length)
-                else:
-                    self._run(enc, "copy_buffer_generic", [src_buf, dst_buf], [src_off, target.offset, target.length],
-                              target.length)
+                for k, (a, a_off, b, b_off) in enumerate(copy_hops(src_buf, src_off, dst_buf, target.offset, temp)):
+                    if step.method == "copyFromBuffer":
+                        enc.copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(a, a_off, b, b_off,
+                                                                                         target.length)
+                    else:
+                        if k:  # the second kernel reads what the first wrote (a concurrent encoder)
+                            enc.memoryBarrierWithScope_(BARRIER_SCOPE_BUFFERS)
+                        self._run(enc, "copy_buffer_generic", [a, b], [a_off, b_off, target.length], target.length)
             elif cmd.kind == "dispatch":
                 spec, workgroups, constants, bindings = cmd.args
                 if isinstance(workgroups, Range):  # commit what is encoded, wait, read the counts

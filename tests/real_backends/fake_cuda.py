@@ -342,7 +342,17 @@ class FakeCuda(types.SimpleNamespace):
         def cuMemcpyDtoDAsync(dst, src, size, s):
             fake._mem(src, size)
             fake._mem(dst, size)
-            fake.run(s, lambda: ctypes.memmove(dst, src, size))
+            if src < dst + size and dst < src + size:
+                # CUDA copies are not memmove: overlapping ranges give undefined results on a GPU, so the
+                # fake refuses them (ctypes.memmove would hide a missing staging copy)
+                raise FakeDriverError(f"cuMemcpyDtoDAsync: overlapping ranges [{src:#x}, +{size}) → "
+                                      f"[{dst:#x}, +{size}) (undefined on CUDA)")
+
+            def op():  # (a graph runs it later: its memory must still be allocated then)
+                fake._mem(src, size)
+                fake._mem(dst, size)
+                ctypes.memmove(dst, src, size)
+            fake.run(s, op)
 
         @api
         def cuStreamBeginCapture(s, mode):

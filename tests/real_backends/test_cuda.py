@@ -332,3 +332,78 @@ def test_fake_graphs_follow_their_command_buffer():
             _run(dev, cb2)   # the worker destroys the dead command buffer's graph before this submit
             assert len(fake.execs) == 1 and len(fake.graphs) == 1
         assert not fake.execs and not fake.graphs and not fake.memory
+
+
+# -- copies between binding-table slots aliasing overlapping ranges of one buffer (memmove) ------------
+
+def _aliased_copy_cb(dev, mode):
+    cb = dev.create_command_buffer(mode, binding_capacity=2)
+    cb.begin()
+    cb.copy_buffer(hal.BufferRef(slot=0, offset=0, length=8), hal.BufferRef(slot=1, offset=0, length=8))
+    cb.end()
+    return cb
+
+
+@pytest.mark.parametrize("mode", [hal.CommandBufferMode.ONE_SHOT, hal.CommandBufferMode.DEFAULT],
+                         ids=["stream", "graph"])
+@pytest.mark.parametrize("source, target", [(0, 4), (4, 0)], ids=["forward", "backward"])
+def test_copy_between_aliased_overlapping_slots_is_staged(cuda, mode, source, target):
+    """Source → scratch → target (two cuMemcpyDtoDAsync, never one between overlapping ranges, which
+    CUDA leaves undefined and the fake refuses); a reusable command buffer's graph owns the scratch and
+    runs again with the buffer's new contents; the stream path frees its scratch after the op."""
+    make, fake = cuda
+    dev = make()
+    b = dev.allocator.allocate_buffer(16)
+    cb = _aliased_copy_cb(dev, mode)
+    table = [hal.BufferRef(b, source, 12), hal.BufferRef(b, target, 12)]
+    runs = 1 if mode & hal.CommandBufferMode.ONE_SHOT else 3
+    for round_ in range(runs):
+        data = bytes((x + 16 * round_) % 256 for x in range(16))
+        b.map_write(0, data)
+        start = len(fake.calls) if fake is not None else 0
+        done = dev.create_semaphore(0)
+        dev.queue_execute([], [(done, 1)], cb, table)
+        done.wait(1, WAIT)
+        expect = bytearray(data)
+        expect[target:target + 8] = data[source:source + 8]
+        assert b.map_read() == bytes(expect), round_
+        if fake is None:
+            continue
+        calls = fake.calls[start:]
+        names = [c[0] for c in calls]
+        if runs == 1:
+            copies = [c for c in calls if c[0] == "cuMemcpyDtoDAsync"]
+            assert len(copies) == 2
+            (_, temp, a, n1, _), (_, b_ptr, temp2, n2, _) = copies
+            assert temp == temp2 and n1 == n2 == 8 and b_ptr - a == target - source
+            # one command: both copies between the anchor's record and the command's timing record
+            i, j = names.index("cuMemcpyDtoDAsync"), len(names) - 1 - names[::-1].index("cuMemcpyDtoDAsync")
+            assert names[i - 3:i] == ["cuEventRecord", "cuStreamSynchronize", "cuMemAlloc"], names
+            assert names[j + 1:j + 3] == ["cuEventCreate", "cuEventRecord"] and calls[i - 1][1] == 8
+            free = next(k for k, c in enumerate(calls) if c[0] == "cuMemFree" and c[1] == temp)
+            assert "cuStreamSynchronize" in names[j:free], "the scratch is freed after the stream is synchronized"
+        elif round_ == 0:
+            assert names.count("cuStreamBeginCapture") == 1 and names.count("cuGraphLaunch") == 1
+        else:
+            assert "cuStreamBeginCapture" not in names and "cuMemAlloc" not in names and "cuMemFree" not in names
+    if fake is not None:
+        dev_memory = {int(p) for _, p in dev.adapter._memory.values()}
+        graph_memory = {int(p) for g in dev.adapter._graphs.values() for p in g.staged}
+        assert set(fake.memory) == dev_memory | graph_memory  # no scratch left but the graph's
+        assert len(graph_memory) == (runs > 1)
+        t = dev.create_semaphore(0)
+        dev.queue_fill([], [(t, 1)], b, 0, 4, 1, 1)  # the queue still works
+        t.wait(1, WAIT)
+        assert b.map_read(0, 4) == b"\x01" * 4
+
+
+def test_fake_refuses_an_overlapping_device_copy():
+    """CUDA's copies are not memmove: the fake refuses overlapping ranges rather than hide a missing
+    staging copy behind ctypes.memmove."""
+    from . import fake_cuda
+
+    fake = FakeCuda()
+    ptr = int(fake.cuMemAlloc(16)[1])
+    fake.cuMemcpyDtoDAsync(ptr + 8, ptr, 8, fake.CUstream(1))  # adjacent: fine
+    with pytest.raises(fake_cuda.FakeDriverError, match="overlapping"):
+        fake.cuMemcpyDtoDAsync(ptr + 4, ptr, 8, fake.CUstream(1))

@@ -339,11 +339,8 @@ def test_local_task_submission_overtaken_by_close_is_cancelled(waits):
 # -- copies between binding-table slots aliasing overlapping ranges of one buffer (memmove) --------------
 
 @pytest.mark.parametrize("source, target", [(0, 4), (4, 0)], ids=["forward", "backward"])
-def test_copy_between_aliased_overlapping_slots(indirect_dev, source, target, request):
+def test_copy_between_aliased_overlapping_slots(indirect_dev, source, target):
     dev = indirect_dev
-    if dev.uri.split(":")[0] in ("cuda", "metal"):  # (real_backends/cuda and metal adapters)
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the cuda and metal adapters still refuse "
-                                              "overlapping copies (UNIMPLEMENTED); opencl stages them"))
     b = dev.allocator.allocate_buffer(16)
     b.map_write(0, bytes(range(16)))
     cb = dev.create_command_buffer(binding_capacity=2)
