@@ -8,7 +8,7 @@ preloaded); ``dask="local"`` starts a ``distributed.LocalCluster`` (processes, `
 thread each, loopback only) and ``dask="tcp://host:port"`` connects to a running scheduler. ``fn``
 must be importable by name (a module-level function) and ``shared`` picklable: it is sent once per
 worker (scattered on Dask), not once per task. Progress: :class:`Progress`, a tqdm-style bar on a
-terminal, plain lines otherwise.
+terminal, plain lines otherwise (also the trace tools' phases, on a terminal only).
 
 >>> sorted(r for _item, r in run_unordered(pow, 2, [1, 2, 3]))
 [2, 4, 8]
@@ -101,40 +101,73 @@ def _run_dask(fn, shared, items, jobs, address):
 
 class Progress:
     """``done/total`` with rate and ETA: redrawn in place on a terminal (tqdm style), else a plain line
-    about every 10% of the points (and at the end)."""
+    about every 10% of the points (and at the end). The trace tools use it for events read and items
+    written: ``unit`` names what is counted; ``total=None`` draws a running count (``label: N unit``),
+    ``unit=""`` the label alone; ``tty_only`` draws nothing off a terminal (no lines in pipes or logs);
+    ``interval`` redraws at most once per that many seconds; :meth:`phase` starts the next phase of
+    one job under a new label; ``close(clear=True)`` erases the line instead of ending it."""
 
-    def __init__(self, total: int, label: str, stream=None, initial: int = 0):
+    def __init__(self, total: int | None, label: str, stream=None, initial: int = 0, unit: str = "points",
+                 tty_only: bool = False, interval: float = 0.0):
         self.total, self.label, self.done, self.initial = total, label, initial, initial
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.unit, self.interval, self.quiet = unit, interval, tty_only and not self.tty
         self.start = time.monotonic()
         self._next_line = initial
+        self._drawn_at = self.start
+        self._width = 0  # of the line drawn last (a shorter one is padded over it)
+
+    def phase(self, label: str, total: int | None = None, unit: str = "") -> None:
+        """Count afresh under ``label`` (drawn now, not throttled: phases are few)."""
+        self.label, self.total, self.unit, self.done, self.initial = label, total, unit, 0, 0
+        self.start = self._drawn_at = time.monotonic()
+        if self.tty:
+            self._draw()
 
     def update(self, n: int = 1) -> None:
         self.done += n
         if self.tty:
+            if self.interval:
+                now = time.monotonic()
+                if now - self._drawn_at < self.interval:
+                    return
+                self._drawn_at = now
             self._draw()
+        elif self.quiet:
+            return
         elif self.done >= self._next_line or self.done == self.total:
-            self.stream.write(f"{self.label}: {self.done}/{self.total} points ({self._elapsed()})\n")
+            self.stream.write(f"{self.label}: {self.done}/{self.total} {self.unit} ({self._elapsed()})\n")
             self.stream.flush()
-            self._next_line = self.done + max(1, self.total // 10)
+            self._next_line = self.done + max(1, (self.total or 0) // 10)
 
     def _elapsed(self) -> str:
         return f"{time.monotonic() - self.start:.1f} s"
 
     def _draw(self) -> None:
-        width = 25
-        frac = self.done / self.total if self.total else 1.0
-        bar = "█" * int(frac * width) + " " * (width - int(frac * width))
-        spent = time.monotonic() - self.start
-        new = self.done - self.initial
-        rate = new / spent if spent > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate else 0.0
-        self.stream.write(f"\r{self.label}: {100 * frac:3.0f}%|{bar}| {self.done}/{self.total} "
-                          f"[{spent:.0f}s<{eta:.0f}s, {rate:.1f} pt/s]")
+        if self.total is None:
+            text = f"{self.label}: {self.done} {self.unit}" if self.unit else self.label
+        else:
+            width = 25
+            done = min(self.done, self.total)
+            frac = done / self.total if self.total else 1.0
+            bar = "█" * int(frac * width) + " " * (width - int(frac * width))
+            spent = time.monotonic() - self.start
+            new = done - self.initial
+            rate = new / spent if spent > 0 else 0.0
+            eta = (self.total - done) / rate if rate else 0.0
+            per = f"{rate:.1f} pt/s" if self.unit == "points" else f"{rate:.0f} {self.unit}/s"
+            text = (f"{self.label}: {100 * frac:3.0f}%|{bar}| {done}/{self.total} "
+                    f"[{spent:.0f}s<{eta:.0f}s, {per}]")
+        self.stream.write("\r" + text + " " * (self._width - len(text)))
+        self._width = len(text)
         self.stream.flush()
 
-    def close(self) -> None:
+    def close(self, clear: bool = False) -> None:
         if self.tty:
-            self.stream.write("\n")
+            if not clear:
+                self.stream.write("\n")
+            elif self._width:
+                self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
             self.stream.flush()

@@ -6,6 +6,7 @@ names one). A ``.json`` file that is a halsim trace is checked as it is. Exit st
 1 findings, 2 bad input (one line on stderr). ``--timeout SECONDS``: a program or schedule still running then
 (on ``local-task`` or a real device, which wait forever for a value nobody signals) has the trace it
 made so far checked, with where its threads were as notes; exit 1 with findings, else 124.
+On a terminal, stderr shows the reading and checking progress (``-q``: none; ``docs/trace-tools.md``).
 
 >>> import contextlib, io, json, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "two_signals.json")
@@ -69,6 +70,28 @@ def add_parsers(sub) -> None:
                    help="a program or schedule still running after this many seconds of real time (a hang on local-task "
                         "or a real device) has the trace it made so far checked; exit 1 with findings, else "
                         "124 (default: no limit)")
+    c.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+
+
+class _Counted:
+    """A trace whose reading passes are shown on a progress display: ``checking T: n/N events``, then
+    ``checking T: running the rules`` (the rules work from what the pass gathered)."""
+
+    def __init__(self, trace, bar, label: str):
+        self.trace, self.header, self.bar, self.label = trace, trace.header, bar, label
+
+    def __len__(self) -> int:
+        return len(self.trace)
+
+    def __iter__(self):
+        import itertools
+        from halsim.trace_tools.model import ticking
+        self.bar.phase(self.label, total=len(self.trace), unit="events")
+        return itertools.chain(ticking(self.trace, self.bar), self._rules())  # (no generator step per event)
+
+    def _rules(self):
+        self.bar.phase(f"{self.label}: running the rules")
+        yield from ()
 
 
 def _is_trace(path: str) -> bool:
@@ -148,9 +171,9 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
     return result.trace, notes, extra
 
 
-def load_target(target: str, device: str | None, timeout: float | None = None):
+def load_target(target: str, device: str | None, timeout: float | None = None, progress=None):
     """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems,
-    _TimedOut when a program ran past ``timeout`` seconds."""
+    _TimedOut when a program ran past ``timeout`` seconds. ``progress``: shows a trace file's reading."""
     from halsim.schedule import is_schedule_path
 
     path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
@@ -158,7 +181,7 @@ def load_target(target: str, device: str | None, timeout: float | None = None):
         notes = [f"--device {device} ignored: a trace is checked as it was recorded"] if device else []
         from halsim.trace_tools.model import load as load_trace
         try:
-            return load_trace(path, validate=True), notes, []
+            return load_trace(path, validate=True, progress=progress), notes, []
         except TraceFormatError as e:
             raise _BadInput(str(e)) from None
     if is_schedule_path(path):
@@ -183,20 +206,23 @@ def format_report(findings: list[Finding], stats: dict, notes: list[str], title:
 
 
 def cmd_check(args) -> int:
+    from halsim.trace_tools.cli import showing_progress
     timed_out = False
     try:
         problem = timeout_problem(args.timeout)
         if problem:
             raise _BadInput(problem)
-        try:  # --json: the program's own prints go to stderr, so stdout is the JSON document only
-            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-                trace, notes, extra = load_target(args.target, args.device, args.timeout)
-        except _TimedOut as e:
-            trace, notes, extra, timed_out = e.trace, e.notes, [], True
-        try:
-            report = check_trace(trace, args.rules)
-        except ValueError as e:
-            raise _BadInput(str(e)) from None
+        with showing_progress(getattr(args, "quiet", False)) as bar:
+            try:  # --json: the program's own prints go to stderr, so stdout is the JSON document only
+                with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                    trace, notes, extra = load_target(args.target, args.device, args.timeout, bar)
+            except _TimedOut as e:
+                trace, notes, extra, timed_out = e.trace, e.notes, [], True
+            try:
+                report = check_trace(trace if bar is None else _Counted(trace, bar, f"checking {args.target}"),
+                                     args.rules)
+            except ValueError as e:
+                raise _BadInput(str(e)) from None
     except _BadInput as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2

@@ -2,6 +2,8 @@
 
 Each command prints one clear line on stderr and returns 2 on bad input (a missing or malformed
 trace, a bad argument); modules are imported when their command runs (matplotlib is slow to load).
+Long phases (reading, indexing, writing…) show a progress line on stderr when it is a terminal
+(:func:`progress_display`; ``-q`` turns it off), erased before anything is printed.
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); sub = p.add_subparsers(dest="command"); add_parsers(sub)
@@ -11,6 +13,7 @@ trace, a bad argument); modules are imported when their command runs (matplotlib
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -53,9 +56,46 @@ def _outputs(outputs: dict, inputs: list) -> None:
         raise BadInput(problem)
 
 
-def _index(path: str):
+#: Seconds between two redraws of the progress line (at most ten a second).
+PROGRESS_INTERVAL = 0.1
+
+
+def progress_display(quiet: bool = False, stream=None):
+    """The trace tools' progress line: a :class:`halsim.campaigns.executor.Progress` on ``stream``
+    (default: stderr) when that is a terminal and not ``quiet``, else None (nothing drawn or counted:
+    never in pipes, CI logs or on stdout)."""
+    stream = stream if stream is not None else sys.stderr
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    if quiet or not tty:
+        return None
+    from halsim.campaigns.executor import Progress
+    return Progress(None, "", stream, unit="", tty_only=True, interval=PROGRESS_INTERVAL)
+
+
+@contextlib.contextmanager
+def showing_progress(quiet: bool = False):
+    """``with showing_progress(args.quiet) as bar:`` the progress display (or None), erased at the end."""
+    bar = progress_display(quiet)
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.close(clear=True)
+
+
+def say(bar, text: str) -> None:
+    """Print ``text`` on stdout, the progress line (if any) erased first."""
+    if bar is not None:
+        bar.close(clear=True)
+    print(text)
+
+
+def _index(path: str, bar=None):
     from .model import TraceIndex, load
-    return TraceIndex.of(load(path, validate=True))
+    return TraceIndex.of(load(path, validate=True, progress=bar), bar, label=f"indexing {path}")
 
 
 def _findings(path: str | None) -> list[dict] | None:
@@ -90,6 +130,7 @@ def add_parsers(sub) -> None:
     e.add_argument("--chrome", metavar="F", help="write a Chrome JSON trace here")
     e.add_argument("--findings", metavar="J", help="JSON list of check findings to show as instant events")
     e.add_argument("--no-commands", action="store_true", help="operations only (smaller files)")
+    e.add_argument("--quiet", "-q", action="store_true", help="no progress output")
 
     s = sub.add_parser("stats", help="per-queue busy/idle time, overlap, queue depth, critical path, longest ops",
                        formatter_class=RAW,
@@ -101,6 +142,7 @@ def add_parsers(sub) -> None:
     s.add_argument("trace", help="trace file (JSON)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.add_argument("--top", type=int, default=10, metavar="K", help="longest operations to list (default: %(default)s)")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress output")
 
     p = sub.add_parser("plot", help="timeline plot of a trace (PNG or SVG by extension)", formatter_class=RAW,
                        description="Draw a trace's timeline: one row per queue, host thread and worker, operations "
@@ -115,6 +157,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--to", dest="t_to", type=int, metavar="T", help="end of the window (ns, trace clock)")
     p.add_argument("--tracks", nargs="+", metavar="NAME", help="only tracks whose name contains one of these")
     p.add_argument("--findings", metavar="J", help="JSON list of check findings to highlight")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
 
     d = sub.add_parser("diff", help="compare two traces of one program (ops aligned by program-order id)",
                        formatter_class=RAW,
@@ -131,6 +174,7 @@ def add_parsers(sub) -> None:
     d.add_argument("--plot", metavar="P", help="also write a side-by-side timeline (.png/.svg)")
     d.add_argument("--tolerance", type=float, default=0.1, metavar="X",
                    help="relative timing tolerance: makespan and per-queue utilization (default: %(default)s)")
+    d.add_argument("--quiet", "-q", action="store_true", help="no progress output")
 
 
 @_guard
@@ -140,12 +184,13 @@ def cmd_export(args) -> int:
     _outputs({"--perfetto": args.perfetto, "--chrome": args.chrome}, [args.trace, args.findings])
     from .perfetto_export import export_chrome, export_perfetto
     findings = _findings(args.findings)
-    ix = _index(args.trace)
-    for flag, path, fn in (("perfetto", args.perfetto, export_perfetto), ("chrome", args.chrome, export_chrome)):
-        if path:
-            n = fn(ix, path, findings=findings, with_commands=not args.no_commands)
-            print(f"{flag}: {path}  ({n['tracks']} tracks, {n['slices']} slices, {n['counters']} counter values, "
-                  f"{n['flows']} flows, {n['instants']} instants)")
+    with showing_progress(args.quiet) as bar:
+        ix = _index(args.trace, bar)
+        for flag, path, fn in (("perfetto", args.perfetto, export_perfetto), ("chrome", args.chrome, export_chrome)):
+            if path:
+                n = fn(ix, path, findings=findings, with_commands=not args.no_commands, progress=bar)
+                say(bar, f"{flag}: {path}  ({n['tracks']} tracks, {n['slices']} slices, {n['counters']} counter "
+                         f"values, {n['flows']} flows, {n['instants']} instants)")
     return 0
 
 
@@ -154,7 +199,11 @@ def cmd_stats(args) -> int:
     from .stats import format_stats, trace_stats
     if args.top < 0:
         raise BadInput("--top: must be >= 0")
-    st = trace_stats(_index(args.trace), top=args.top)
+    with showing_progress(args.quiet) as bar:
+        ix = _index(args.trace, bar)
+        if bar is not None:
+            bar.phase("computing stats")
+        st = trace_stats(ix, top=args.top)
     print(json.dumps(st, indent=2) if args.json else format_stats(st))
     return 0
 
@@ -167,8 +216,10 @@ def cmd_plot(args) -> int:
     if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
         raise BadInput("--to must be after --from")
     _outputs({"-o": args.output}, [args.trace, args.findings])
-    info = plot_trace(_index(args.trace), args.output, t_from=args.t_from, t_to=args.t_to, tracks=args.tracks,
-                      findings=_findings(args.findings))
+    findings = _findings(args.findings)
+    with showing_progress(args.quiet) as bar:
+        info = plot_trace(_index(args.trace, bar), args.output, t_from=args.t_from, t_to=args.t_to,
+                          tracks=args.tracks, findings=findings, progress=bar)
     print(f"plot: {args.output}  ({info['rows']} rows, {info['mode']})")
     return 0
 
@@ -182,12 +233,15 @@ def cmd_diff(args) -> int:
         if not args.plot.lower().endswith((".png", ".svg")):
             raise BadInput(f"--plot {args.plot!r}: expected a .png or .svg file name")
         _outputs({"--plot": args.plot}, [args.a, args.b])
-    a, b = _index(args.a), _index(args.b)
-    report = diff_traces(a, b, tolerance=args.tolerance)
-    print(json.dumps(report, indent=2) if args.json else format_diff(report))
-    if args.plot:
-        from .plot import plot_diff
-        plot_diff(a, b, args.plot, labels=(args.a, args.b))
+    with showing_progress(args.quiet) as bar:
+        a, b = _index(args.a, bar), _index(args.b, bar)
+        if bar is not None:
+            bar.phase("comparing")
+        report = diff_traces(a, b, tolerance=args.tolerance)
+        say(bar, json.dumps(report, indent=2) if args.json else format_diff(report))
+        if args.plot:
+            from .plot import plot_diff
+            plot_diff(a, b, args.plot, labels=(args.a, args.b), progress=bar)
     return 0 if report["within_tolerance"] else 1
 
 

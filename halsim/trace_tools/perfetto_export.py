@@ -162,13 +162,25 @@ class _Writer:
             self.builder = TraceProtoBuilder()
 
 
-def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None = None,
-                    with_commands: bool = True) -> dict:
-    """Write ``trace`` (a Trace or TraceIndex) as a Perfetto trace; returns counts
-    (``tracks``, ``slices``, ``counters``, ``flows``, ``instants``)."""
-    ix = TraceIndex.of(trace)
+def _start(trace, with_commands: bool, progress, label: str):
+    """(index, lanes, flow maps) of ``trace``, the phases shown on ``progress`` (``laying out
+    tracks``, then ``label`` counting the lanes' spans as they are written)."""
+    ix = TraceIndex.of(trace, progress)
+    if progress is not None:
+        progress.phase("laying out tracks")
     lanes = layout(ix, with_commands)
-    out_ids, in_ids, _handoffs_from = _flow_maps(ix)
+    flows = _flow_maps(ix)
+    if progress is not None:
+        progress.phase(label, total=sum(len(lane.items) for lane in lanes), unit="spans")
+    return ix, lanes, flows
+
+
+def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None = None,
+                    with_commands: bool = True, progress=None) -> dict:
+    """Write ``trace`` (a Trace or TraceIndex) as a Perfetto trace; returns counts
+    (``tracks``, ``slices``, ``counters``, ``flows``, ``instants``). ``progress``: a
+    :class:`halsim.campaigns.executor.Progress` shown the phases (``writing perfetto``: spans)."""
+    ix, lanes, (out_ids, in_ids, _handoffs_from) = _start(trace, with_commands, progress, "writing perfetto")
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
 
     def write(f):
@@ -196,6 +208,8 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
         for lane in lanes:
             uuid = declare(lane.name)
             _write_lane(w, ix, lane, uuid, out_ids, in_ids, stats)
+            if progress is not None:
+                progress.update(len(lane.items))
         for sem in sorted(set(ix.semaphores) | set(ix.signals), key=_natural):
             uuid = declare(f"semaphore {sem}", counter=True)
             for t, v in _counter_points(ix, sem):
@@ -265,13 +279,12 @@ def _us(ns: int) -> float:
 
 
 def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = None,
-                  with_commands: bool = True) -> dict:
+                  with_commands: bool = True, progress=None) -> dict:
     """Write ``trace`` as Chrome JSON (``{"traceEvents": [...]}``; times in µs): ``X`` slices per
     lane (one ``tid`` each, named by ``M`` metadata), ``C`` semaphore counters, ``s``/``f`` flow
-    pairs from signal to wait, ``i`` instants for failures and findings. Returns counts."""
-    ix = TraceIndex.of(trace)
-    lanes = layout(ix, with_commands)
-    out_ids, in_ids, handoffs_from = _flow_maps(ix)
+    pairs from signal to wait, ``i`` instants for failures and findings. Returns counts.
+    ``progress``: as for :func:`export_perfetto` (``writing chrome``)."""
+    ix, lanes, (out_ids, in_ids, handoffs_from) = _start(trace, with_commands, progress, "writing chrome")
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
     dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -306,6 +319,8 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
                     emit({"ph": "X", "pid": 1, "tid": tid, "ts": _us(item.start), "dur": _us(item.end - item.start),
                           "name": item.name, "cat": item.cat, "args": args})
                     stats["slices"] += 1
+            if progress is not None:
+                progress.update(len(lane.items))
         for n in sorted(flow_src):
             if n in flow_dst:
                 (stid, sts), (dtid, dts) = flow_src[n], flow_dst[n]

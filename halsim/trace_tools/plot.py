@@ -187,11 +187,19 @@ def _save(fig, path) -> None:
     atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=110, bbox_inches="tight"))
 
 
+def _phase(progress, label: str) -> None:
+    if progress is not None:
+        progress.phase(label)
+
+
 def plot_trace(trace, path, t_from: int | None = None, t_to: int | None = None, tracks=None,
-               findings: list[dict] | None = None) -> dict:
+               findings: list[dict] | None = None, progress=None) -> dict:
     """Plot ``trace`` into ``path`` (``.png`` or ``.svg``); returns what was drawn
-    (``rows``, ``mode``: ``bars`` or ``density``, ``spans``, ``arrows``, ``semaphores``)."""
-    ix = TraceIndex.of(trace)
+    (``rows``, ``mode``: ``bars`` or ``density``, ``spans``, ``arrows``, ``semaphores``).
+    ``progress``: a :class:`halsim.campaigns.executor.Progress` shown the phases (``laying out
+    tracks``, ``drawing``, ``saving PATH``)."""
+    ix = TraceIndex.of(trace, progress)
+    _phase(progress, "laying out tracks")
     lanes, lo, hi = _select(ix, tracks, t_from, t_to)
     sems = _semaphores(ix)
     t0 = ix.t_min or 0
@@ -201,6 +209,7 @@ def plot_trace(trace, path, t_from: int | None = None, t_to: int | None = None, 
     fig = Figure(figsize=(14, sum(heights) + 1.2))
     axes = fig.subplots(1 + len(sems), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
     axes = axes[:, 0]
+    _phase(progress, "drawing")
     info = _draw_rows(axes[0], ix, lanes, lo, hi, t0, scale, findings)
     title = f"{ix.header.get('device', '?')}: {len(ix.ops)} ops, {ix.cmd_count} commands"
     if findings:
@@ -227,15 +236,17 @@ def plot_trace(trace, path, t_from: int | None = None, t_to: int | None = None, 
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     axes[-1].set_xlabel(f"time ({unit}, from the trace's first event)")
+    _phase(progress, f"saving {os.fspath(path)}")
     _save(fig, path)
     info["semaphores"] = len(sems)
     return info
 
 
-def plot_diff(a, b, path, labels=("A", "B")) -> dict:
+def plot_diff(a, b, path, labels=("A", "B"), progress=None) -> dict:
     """Side-by-side (stacked) timelines of two traces, each from its own first queue operation, on the
-    same time scale."""
-    ia, ib = TraceIndex.of(a), TraceIndex.of(b)
+    same time scale. ``progress``: as for :func:`plot_trace`."""
+    ia, ib = TraceIndex.of(a, progress), TraceIndex.of(b, progress)
+    _phase(progress, "laying out tracks")
 
     def first_enqueue(ix):  # the clocks differ (virtual vs monotonic): align at the first queue call
         return min((op["t"] for op in ix.ops), default=ix.t_min or 0)
@@ -248,10 +259,12 @@ def plot_diff(a, b, path, labels=("A", "B")) -> dict:
     fig = Figure(figsize=(14, 0.38 * (ra + rb) + 2.5))
     axa, axb = fig.subplots(2, 1, gridspec_kw={"height_ratios": [max(ra, 2), max(rb, 2)], "hspace": 0.35})
     info = {}
+    _phase(progress, "drawing")
     for ax, ix, lanes, lo, label in ((axa, ia, la, lo_a, labels[0]), (axb, ib, lb, lo_b, labels[1])):
         info[label] = _draw_rows(ax, ix, lanes, lo, lo + span, lo, scale)
         ax.set_title(f"{label}: {ix.header.get('device', '?')}, makespan {ix.makespan() / scale:.3f} {unit}",
                      fontsize=10)
     axb.set_xlabel(f"time ({unit}, from each trace's first queue operation)")
+    _phase(progress, f"saving {os.fspath(path)}")
     _save(fig, path)
     return info
