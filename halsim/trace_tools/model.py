@@ -18,7 +18,6 @@ columns (lists of ints, operation positions instead of id strings), so a million
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -56,14 +55,12 @@ TICK = 50_000
 
 
 def load(path: str | os.PathLike, validate: bool = False, progress=None) -> Trace:
-    """``Trace.load`` with a missing file, a header that is not an object and a ``version`` that is
-    not the integer 1 reported as a :class:`TraceFormatError` too. ``validate``: also check every
+    """``Trace.load`` with a missing file reported as a :class:`TraceFormatError` too. ``validate``: also check every
     event's basic shape (:func:`event_problem`) in the pass that reads the file. ``progress``: a
     :class:`halsim.campaigns.executor.Progress` shown ``reading PATH: N events`` during that pass."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TraceFormatError(f"{path}: no such file")
-    _check_header_line(path)
     check = event_problem if validate else None
     if progress is not None:
         progress.phase(f"reading {path}", unit="events")
@@ -94,28 +91,6 @@ def ticking(events, progress):
         yield first
         yield from itertools.islice(it, TICK - 1)
         progress.update(TICK)
-
-
-def _check_header_line(path: str) -> None:
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            first = f.readline()
-    except (OSError, UnicodeDecodeError):
-        return  # Trace.load says what is wrong
-    prefix = first.rstrip("\n")
-    if not prefix.endswith('"events":['):
-        return
-    try:
-        doc = json.loads(prefix + "]}")
-    except json.JSONDecodeError:
-        return
-    if not isinstance(doc, dict):
-        return
-    version = doc.get("version")
-    if isinstance(version, bool):
-        raise TraceFormatError(f"{path}:1: trace version {_kind(version)} not supported (this reader: 1)")
-    if "header" in doc and not isinstance(doc["header"], dict):
-        raise TraceFormatError(f"{path}:1: the trace's 'header' must be an object, got {_kind(doc['header'])}")
 
 
 def _kind(v) -> str:

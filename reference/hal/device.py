@@ -191,11 +191,23 @@ class Device:
     def _trace_acquire(self, thread: int, receipt: tuple[int, int], via: str) -> None:
         self._trace_sync(thread, "acquire", receipt[0], via)
 
-    def _trace_sync(self, thread: int, role: str, sync: int, via: str) -> int:
-        """Trace a ``host_sync`` event; return its time."""
+    def _trace_sync(self, thread: int | None, role: str, sync: int, via: str, op: str | None = None) -> int:
+        """Trace a ``host_sync`` event (``op``: made inside that host call's function); return its time."""
         t = self.now()
-        self.recorder.emit({"ev": "host_sync", "t": t, "thread": thread, "role": role, "sync": sync, "via": via})
+        ev = {"ev": "host_sync", "t": t, "thread": thread, "role": role, "sync": sync, "via": via}
+        if op is not None:
+            ev["op"] = op
+        self.recorder.emit(ev)
         return t
+
+    def _host_call_sync(self, op: str, role: str, receipt: tuple[int, int] | None, via: str):
+        """A release (``receipt`` None: returns the new receipt) or acquire made inside host call
+        ``op``'s function, traced as the host call's (``op``, ``thread`` null). The base tracing,
+        not a subclass's: on the simulator such a function runs in the simulator's own turn."""
+        if self._closed:
+            return None
+        sync = next(self._sync_ids) if receipt is None else receipt[0]
+        return sync, Device._trace_sync(self, None, role, sync, via, op)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -72,11 +72,11 @@ def _release(via: str):
     if not _devices:
         return None
     devices = list(_devices)
-    op = _current_host_call() if len(devices) == 1 else None  # (whose host call: see _op_sync)
+    op = _current_host_call() if len(devices) == 1 else None  # a host call id names no device: only with one open
     token = []
     for device in devices:
         try:
-            receipt = device._host_release(via) if op is None else _op_sync(device, op, "release", None, via)
+            receipt = device._host_release(via) if op is None else device._host_call_sync(op, "release", None, via)
         except Exception:  # noqa: BLE001 - tracing never breaks the program's own hand-off
             continue
         if receipt is not None:
@@ -93,23 +93,9 @@ def _acquire(token, via: str) -> None:
                 if op is None:
                     device._host_acquire(receipt, via)
                 else:
-                    _op_sync(device, op, "acquire", receipt, via)
+                    device._host_call_sync(op, "acquire", receipt, via)
             except Exception:  # noqa: BLE001
                 pass
-
-
-def _op_sync(device, op: str, role: str, receipt, via: str):
-    """A release (``receipt`` None: returns the new receipt) or acquire made inside host call ``op``'s
-    function, traced as the host call's (``op``, ``thread`` null). Only while one device is
-    open: a host call's id does not say which device runs it (with several, the calling thread's own
-    index is used, as outside host calls)."""
-    if device._closed:
-        return None
-    sync = next(device._sync_ids) if receipt is None else receipt[0]
-    t = device.now()
-    device.recorder.emit({"ev": "host_sync", "t": t, "thread": None, "op": op, "role": role, "sync": sync,
-                          "via": via})
-    return sync, t
 
 
 # -- threading.Thread.start: the parent's release, the child's acquire at its first device call -----

@@ -285,10 +285,15 @@ def _read_events(path: str):
         doc = json.loads(prefix + "]}")
     except json.JSONDecodeError as e:
         raise TraceFormatError(f"{path}:1: bad header: {e.msg}") from None
-    if doc.get("format") != FORMAT:
-        raise TraceFormatError(f"{path}:1: not a halsim trace (format {doc.get('format')!r})")
-    if doc.get("version") != VERSION:
-        raise TraceFormatError(f"{path}:1: trace version {doc.get('version')!r} not supported (this reader: {VERSION})")
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt != FORMAT:
+        raise TraceFormatError(f"{path}:1: not a halsim trace (format {fmt!r})")
+    version = doc.get("version")
+    if type(version) is not int or version != VERSION:   # (True == 1: a bool is no version)
+        shown = json.dumps(version) if isinstance(version, bool) or version is None else repr(version)
+        raise TraceFormatError(f"{path}:1: trace version {shown} not supported (this reader: {VERSION})")
+    if not isinstance(doc.get("header", {}), dict):
+        raise TraceFormatError(f"{path}:1: the trace's 'header' must be an object, got {json.dumps(doc['header'])}")
 
     def events():
         with open(path, "r", encoding="utf-8") as f:
