@@ -468,8 +468,10 @@ def check_dispatch(executable, entry_point, workgroups, constants, bindings, fla
             wg = tuple(workgroups)
         except TypeError:
             wg = ()
-        if len(wg) != 3 or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in wg):
-            raise HalError(StatusCode.INVALID_ARGUMENT, f"workgroups must be (x, y, z) ints >= 0 or a BufferRef, got {workgroups!r}")
+        if len(wg) != 3 or any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0xFFFFFFFF for v in wg):
+            # (uint32_t workgroup_count[3] in IREE: a larger count is no count it can be given)
+            raise HalError(StatusCode.INVALID_ARGUMENT,
+                           f"workgroups must be (x, y, z) ints in [0, 2**32) or a BufferRef, got {workgroups!r}")
         if 0 in wg:
             return None  # a dispatch of no workgroups is a no-op; validation is skipped (IREE)
     if not isinstance(executable, Executable):

@@ -244,7 +244,11 @@ class Device:
         return cb
 
     def create_event(self) -> Event:
+        """A HAL event (CB10); UNIMPLEMENTED on a device without the ``events`` capability, as IREE's
+        CUDA, HIP and Metal drivers ("event not yet implemented")."""
         self._check_open()
+        if "events" not in self.capabilities:
+            raise HalError(StatusCode.UNIMPLEMENTED, f"create_event: {self.uri} does not implement HAL events")
         return Event(self, self._new_id("v"))
 
     def load_executable(self, name: str = "builtin") -> Executable:

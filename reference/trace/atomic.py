@@ -32,11 +32,13 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
     """Call ``write(file)`` on a temporary file next to ``path``, flush and fsync it, then rename it over
     ``path``: a crash leaves the previous file (or none), never a truncated one. The file gets the
     permissions of an ordinary new file (``mkstemp``'s would be 0600). An ``OSError`` of the file
-    system (a missing or read-only folder, ``path`` a folder) names ``path``, not the temporary file."""
+    system (a missing or read-only folder, ``path`` a folder) names ``path``, not the temporary file.
+    A symbolic link is written through: its target gets the new contents and the link stays."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    target = os.path.realpath(path)  # (renaming over the link itself would replace it by a plain file)
+    directory = os.path.dirname(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
     except OSError as e:
@@ -52,7 +54,7 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
             f.flush()
             os.fsync(f.fileno())
         try:
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except OSError as e:
             raise type(e)(e.errno, e.strerror, path) from None
     except BaseException:
@@ -73,7 +75,7 @@ def output_problem(path: str | os.PathLike, flag: str, create_dirs: bool = False
         return f"{flag}: an empty file name"
     if os.path.isdir(path):
         return f"{flag} {path!r}: is a directory"
-    directory = os.path.dirname(os.path.abspath(path))
+    directory = os.path.dirname(os.path.realpath(path))  # (a link is written through, to its target)
     if create_dirs:
         while not os.path.exists(directory) and os.path.dirname(directory) != directory:
             directory = os.path.dirname(directory)

@@ -218,6 +218,21 @@ def test_queue_dispatch_of_no_workgroups_still_waits(async_dev):
     s.wait(1, WAIT)
 
 
+def test_workgroup_counts_past_uint32_are_invalid_and_nothing_runs(dev):
+    """IREE's counts are uint32_t: 2**32 workgroups (which would also take a sim device hours) is refused
+    at the call, on the queue and in a command buffer, before anything is enqueued."""
+    exe = dev.load_executable()
+    buf = dev.allocator.allocate_buffer(16)
+    s = dev.create_semaphore()
+    message = "workgroups must be (x, y, z) ints in [0, 2**32) or a BufferRef, got (4294967296, 1, 1)"
+    expect(S.INVALID_ARGUMENT, message, dev.queue_dispatch, [], [(s, 1)], exe, "write_workgroup_ids", (1 << 32, 1, 1),
+           bindings=(hal.BufferRef(buf),))
+    cb = dev.create_command_buffer(0, hal.CommandCategory.DISPATCH)
+    cb.begin()
+    expect(S.INVALID_ARGUMENT, message, cb.dispatch, exe, "write_workgroup_ids", (1 << 32, 1, 1), (), (hal.BufferRef(buf),))
+    assert s.query() == 0 and len(list(dev.trace.events("op"))) == 0
+
+
 # -- update with a WHOLE_BUFFER length and a source offset past the source ------------------------------
 
 def test_update_whole_length_with_source_offset_past_source_is_out_of_range(dev):
@@ -371,3 +386,19 @@ def test_transient_mapped_before_its_alloca_ran_is_failed_precondition(async_dev
     s.wait(1, WAIT)
     buf.map_write(0, b"ab")
     assert buf.map_read(0, 4) == b"ab\x00\x00"
+
+
+def test_create_event_follows_the_events_capability(dev):
+    """HAL events exist where the device declares ``events``; elsewhere (IREE's CUDA, HIP and Metal
+    drivers) ``create_event`` is UNIMPLEMENTED, and no event command can be recorded."""
+    if "events" in dev.capabilities:
+        event = dev.create_event()
+        cb = dev.create_command_buffer(0, hal.CommandCategory.DISPATCH)
+        cb.begin()
+        cb.signal_event(event, hal.ExecutionStage.COMMAND_RETIRE)
+        cb.end()
+        return
+    with pytest.raises(hal.HalError) as e:
+        dev.create_event()
+    assert e.value.code == S.UNIMPLEMENTED
+    assert "create_event" in e.value.message and "HAL events" in e.value.message

@@ -62,6 +62,26 @@ def test_save_is_atomic(tmp_path):
     assert os.listdir(tmp_path) == ["t.json"]  # no temporary left behind
 
 
+def test_save_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path):
+    """``trace.json -> runs/trace.json``: the link stays a link, the file it points at gets the trace
+    (renaming over the link would have replaced it by a plain file, leaving the target stale)."""
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "t.json"
+    target.write_text("old")
+    link = tmp_path / "t.json"
+    link.symlink_to(target)
+    t = Trace({"device": "a"})
+    t.emit({"ev": "n", "i": 1})
+    t.save(link)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert [e["i"] for e in Trace.load(target)] == [1]
+    assert sorted(os.listdir(tmp_path / "runs")) == ["t.json"]  # the temporary was next to the target
+    dangling = tmp_path / "new.json"
+    dangling.symlink_to(tmp_path / "runs" / "new.json")
+    t.save(dangling)
+    assert dangling.is_symlink() and [e["i"] for e in Trace.load(tmp_path / "runs" / "new.json")] == [1]
+
+
 @pytest.mark.parametrize("content,needle", [
     (b"", "not a halsim trace"),
     (b"hello\n", "not a halsim trace"),
