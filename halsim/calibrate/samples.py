@@ -215,13 +215,17 @@ def trace_samples(trace) -> Samples:
         ready, by = issues[op_id]["t"], "issue"
         if op.get("queue") in last_end and last_end[op["queue"]] > ready:
             ready, by = last_end[op["queue"]], "device"
+        after = issues[op_id].get("after") or ()  # the ops whose recorded device events it waited on
         for sem, value in op.get("wait") or ():
             got = _first_reaching(signals, sem, value)
             if got is None:
                 continue
             _v, t, cause = got
             producer = ok.get(cause)
-            if producer is not None and producer.get("start") is not None and producer["kind"] in TIMED_KINDS:
+            # A device predecessor: a timed op, or any op whose recorded event the issue waited on (a
+            # barrier's ends on its stream; its signal on the host, by its completion, comes later)
+            if producer is not None and producer.get("start") is not None and \
+                    (producer["kind"] in TIMED_KINDS or cause in after):
                 if producer["end"] > ready:
                     ready, by = producer["end"], "device"
             elif t > ready:

@@ -263,22 +263,25 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
 
 # -- one point ---------------------------------------------------------------------------------------
 
-_PY_CACHE: dict = {}
+_PY_CACHE: dict = {}  # (file, source hash) → the compiled module
 
 
 def _python_fn(payload):
-    key = (payload["file"], hash(payload["source"]), payload["func"])
-    fn = _PY_CACHE.get(key)
-    if fn is None:
-        ns = {"__name__": "_halsim_sweep_program", "__file__": payload["file"]}
-        try:
-            exec(compile(payload["source"], payload["file"], "exec"), ns)  # noqa: S102 - the user's own program
-        except SystemExit as e:
-            raise CampaignError(f"{payload['file']} called sys.exit({e.code!r}) on import") from None
-        fn = ns.get(payload["func"])
-        if not callable(fn):
-            raise CampaignError(f"{payload['file']} has no function {payload['func']!r}")
-        _PY_CACHE[key] = fn
+    """The program's function from a fresh run of its module: state at module level (a seeded
+    ``random.Random``, a counter) starts over at every point, as in ``halsim run``, so a row does not
+    depend on which points its worker ran before (only the compiled code is kept)."""
+    key = (payload["file"], hash(payload["source"]))
+    code = _PY_CACHE.get(key)
+    if code is None:
+        code = _PY_CACHE[key] = compile(payload["source"], payload["file"], "exec")
+    ns = {"__name__": "_halsim_sweep_program", "__file__": payload["file"]}
+    try:
+        exec(code, ns)  # noqa: S102 - the user's own program
+    except SystemExit as e:
+        raise CampaignError(f"{payload['file']} called sys.exit({e.code!r}) on import") from None
+    fn = ns.get(payload["func"])
+    if not callable(fn):
+        raise CampaignError(f"{payload['file']} has no function {payload['func']!r}")
     return fn
 
 
@@ -295,6 +298,16 @@ def split_params(params: dict):
         else:
             options[name] = v
     return uri, options, cost, gen
+
+
+def cost_over(base, fields: dict) -> dict:
+    """The cost-model ``fields`` of a point over the program's own ``cost_model`` option: None, a
+    table of fields, or a cost-model file (loaded here, relative to the working folder as a device
+    loads it; a bad file is the device's ``HalError``)."""
+    if isinstance(base, (str, os.PathLike)):
+        from halsim.sim.cost_model import CostModel
+        base = CostModel.load(base).to_dict()
+    return {**(base or {}), **fields}
 
 
 def run_program(payload: dict, params: dict):
@@ -323,7 +336,7 @@ def run_program(payload: dict, params: dict):
         dev["uri"] = uri or payload["uri"] or dev.get("uri", "sim")
         opts = {**dev.get("options", {}), **payload["options"], **options}
         if model:
-            opts["cost_model"] = {**opts.get("cost_model", {}), **model}
+            opts["cost_model"] = cost_over(opts.get("cost_model"), model)
         dev["options"] = opts
         doc["device"] = dev
         schedule = parse_schedule(doc, payload.get("file", "<generated>"))
@@ -333,7 +346,7 @@ def run_program(payload: dict, params: dict):
     from halsim.schedule.run import StepError
     opts = {**payload["options"], **options}
     if model:
-        opts["cost_model"] = model
+        opts["cost_model"] = cost_over(opts.get("cost_model"), model)
     dev = hal.create_device(uri or payload["uri"] or "sim", **opts)
     errors = []
     from halsim.deadline import call_program
@@ -514,7 +527,7 @@ def check_points(spec: Spec) -> None:
         opts.pop("seed", None)
         model = {**payload["cost"], **cost}
         if model:
-            opts["cost_model"] = {**opts.get("cost_model", {}), **model}
+            opts["cost_model"] = cost_over(opts.get("cost_model"), model)
         key = json.dumps([uri, opts], sort_keys=True, default=str)
         if key in seen:
             continue

@@ -86,9 +86,16 @@ def _ns(value, name: str) -> int:
 
 
 def _rate(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise _bad(f"cost model field {name!r} must be a bandwidth in GB/s > 0, got {value!r}")
+    # (an int past a float's range, valid JSON, is no bandwidth either: float() would overflow)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 \
+            or (isinstance(value, int) and value > 1e300) or not math.isfinite(value):
+        raise _bad(f"cost model field {name!r} must be a bandwidth in GB/s > 0, got {_short(value)}")
     return float(value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
 def _count(value, name: str) -> int:

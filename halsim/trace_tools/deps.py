@@ -83,7 +83,9 @@ def signal_wait_edges(trace) -> list[Edge]:
     for op in ix.ops:
         for sem, value in op.get("wait", ()):
             s = sat(sem, value)
-            if s is not None:
+            # (an op that fails a semaphore it also waits on, e.g. when a sticky failure fails it, did not
+            # satisfy its own wait: that edge would be a cycle of one)
+            if s is not None and s[2] != op["op"]:
                 edges.append(Edge(s[2], op["op"], sem, value, s[3]))
     return edges
 

@@ -124,3 +124,30 @@ def test_launch_latency_by_what_the_op_waited_for_is_modelled_and_fitted_back():
     assert (got["launch_after_issue_ns"].value, got["launch_after_issue_ns"].samples) == (pytest.approx(4200), 12)
     assert (got["launch_after_host_ns"].value, got["launch_after_host_ns"].samples) == (pytest.approx(9100), 13)
     assert (cal.model.launch_ns, cal.model.launch_after_issue_ns, cal.model.launch_after_host_ns) == (1500, 4200, 9100)
+
+
+def test_a_wait_on_a_barrier_of_another_queue_is_a_device_predecessor_not_a_host_signal():
+    """A copy on queue 1 waiting for a ``queue_barrier`` of queue 0 waits on the barrier's recorded
+    event (the issue's ``after``): it was sampled as "after a host signal" from the barrier's
+    completion-callback signal, which comes later, so launch_after_host_ns and launch_ns were fitted
+    far below 0 (clamped) and the model fitted worse than the defaults."""
+    with hal.create_device("sim:opencl", queues=2, cost_model={"launch_after_host_ns": 45000}) as dev:
+        buf = dev.allocator.allocate_buffer(1 << 16)
+        done, bar = dev.create_semaphore(), dev.create_semaphore()
+        for k in range(12):  # each op behind a host signal (a user event)
+            gate = dev.create_semaphore()
+            dev.queue_fill([(gate, 1)], [(done, k + 1)], buf, 0, 4096, 7, 4, queue_affinity=1)
+            dev.sleep(0.0002)
+            gate.signal(1)
+            done.wait(k + 1, WAIT)
+        for k in range(60):  # hand-offs to queue 1 through a barrier on queue 0, submitted back to back
+            dev.queue_barrier([], [(bar, k + 1)], queue_affinity=1)
+            dev.queue_copy([(bar, k + 1)], [], buf, 0, buf, 1 << 15, 4096, queue_affinity=2)
+        dev.queue_barrier([], [(bar, 61)], queue_affinity=2)
+        bar.wait(61, WAIT)
+    cal = fit([dev.trace], personality="opencl", partial=True)
+    got = {p.name: p for p in cal.params}
+    launch = dev.cost.launch_ns
+    assert (got["launch_after_host_ns"].value, got["launch_after_host_ns"].samples) == (pytest.approx(45000), 12)
+    assert (got["launch_after_issue_ns"].value, got["launch_after_issue_ns"].samples) == (pytest.approx(launch), 60)
+    assert (cal.model.launch_after_issue_ns, cal.model.launch_after_host_ns) == (launch, 45000)

@@ -184,3 +184,58 @@ def test_python_program_and_bad_device_option(tmp_path, capsys):
     assert main(["sweep", bad, "--out", str(tmp_path / "b.csv"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "INVALID_ARGUMENT: unknown option 'bogus' for device 'sim'" in err
+
+
+FILL_PROG = ("import itertools\n"
+             "calls = itertools.count(1)   # module state: a row must not see the points run before it\n"
+             "def main(dev):\n"
+             "    s = dev.create_semaphore()\n"
+             "    b = dev.allocator.allocate_buffer(1024 * next(calls))\n"
+             "    dev.queue_fill([], [(s, 1)], b, 0, b.byte_length, 1, 1)\n"
+             "    s.wait(1)\n")
+
+
+def _makespan_by_hand(uri, cost_model, size=1024):
+    from reference import hal
+    with hal.create_device(uri, cost_model=cost_model) as dev:
+        s = dev.create_semaphore()
+        b = dev.allocator.allocate_buffer(size)
+        dev.queue_fill([], [(s, 1)], b, 0, size, 1, 1)
+        s.wait(1)
+    from halsim.trace_tools.stats import trace_stats
+    return trace_stats(dev.trace)["makespan_ns"]  # (the sweep's makespan column: the trace's)
+
+
+def test_python_rows_keep_the_fixed_cost_model_and_start_from_a_fresh_module(tmp_path):
+    """The point's cost fields go over ``[device] options.cost_model`` (they replaced it), and the
+    module runs afresh at every point (its first run's state leaked into later points of a worker)."""
+    (tmp_path / "prog.py").write_text(FILL_PROG)
+    text = ('metrics = ["makespan"]\n[program]\npython = "prog.py:main"\n'
+            '[device]\noptions = { cost_model = { fill_latency_ns = 100000 } }\n'
+            '[grid]\n"cost.fill_gb_per_s" = [1.0]\nseed = [0, 1, 2]\n')
+    out = str(tmp_path / "r.csv")
+    assert main(["sweep", write(tmp_path, text), "--out", out, "-q", "--no-plot", "--jobs", "1"]) == 0
+    expected = _makespan_by_hand("sim", {"fill_latency_ns": 100000, "fill_gb_per_s": 1.0})
+    assert expected > 100000
+    assert [r["makespan_ns"] for r in rows_by_key(out).values()] == [str(expected)] * 3
+
+
+def test_a_schedules_cost_model_file_is_loaded_under_the_swept_fields(tmp_path):
+    """``options = { cost_model = "model.json" }`` (a calibrated model) with ``cost.*`` swept: the
+    sweep died with ``TypeError: 'str' object is not a mapping``."""
+    from halsim.sim.cost_model import CostModel
+    model = tmp_path / "model.json"
+    CostModel.from_dict({"fill_latency_ns": 50000}).save(model)
+    (tmp_path / "prog.toml").write_text(
+        f'[device]\nuri = "sim"\noptions = {{ cost_model = "{model}" }}\n[semaphores]\ns = 0\n[buffers]\nb = 1024\n'
+        '[[host]]\ncall = "fill"\ntarget = "b"\npattern = 1\npattern_length = 1\nsignal = { s = 1 }\n'
+        '[[host]]\ncall = "wait"\nwait = { s = 1 }\n')
+    text = 'metrics = ["makespan"]\n[program]\nschedule = "prog.toml"\n[grid]\n"cost.fill_gb_per_s" = [1.0, 10.0]\n'
+    out = str(tmp_path / "r.csv")
+    assert main(["sweep", write(tmp_path, text), "--out", out, "-q", "--no-plot"]) == 0
+    rows = rows_by_key(out)
+    for rate in (1.0, 10.0):
+        fields = {**CostModel.load(model).to_dict(), "fill_gb_per_s": rate}
+        expected = _makespan_by_hand("sim", fields)
+        assert rows[f'{{"cost.fill_gb_per_s":{rate}}}']["makespan_ns"] == str(expected)
+    assert rows['{"cost.fill_gb_per_s":1.0}']["makespan_ns"] != rows['{"cost.fill_gb_per_s":10.0}']["makespan_ns"]

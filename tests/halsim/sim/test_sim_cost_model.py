@@ -66,6 +66,7 @@ def test_device_takes_a_path_or_a_dict(tmp_path, make):
     ({"launch_ns": -1}, "'launch_ns'"), ({"launch_ns": 1.5}, "'launch_ns'"), ({"launch_ns": True}, "'launch_ns'"),
     ({"fill_gb_per_s": 0}, "'fill_gb_per_s'"), ({"copy_gb_per_s": "fast"}, "'copy_gb_per_s'"),
     ({"update_gb_per_s": float("inf")}, "'update_gb_per_s'"),
+    ({"fill_gb_per_s": 10 ** 400}, "'fill_gb_per_s'"),  # valid JSON; float() would overflow
     ({"kernels": []}, "'kernels'"), ({"kernels": {"abs": 3}}, "'kernels.abs'"),
     ({"kernels": {"spin": {"unit_constant": -1}}}, "'kernels.spin.unit_constant'"),
     ({"kernels": {"spin": {"per_unit_ns": None}}}, "'kernels.spin.per_unit_ns'"),

@@ -69,3 +69,25 @@ def test_personality_from_header_or_uri():
     assert personality({"device": "opencl"}) == "opencl"
     assert personality({"device": "sim", "personality": "generic"}) == "generic"
     assert TraceIndex({"device": "sim:cuda"}).in_order is True
+
+
+def test_an_op_that_fails_a_semaphore_it_waits_on_is_no_edge_into_itself(tmp_path):
+    """On sim:cuda a host failure of ``g`` makes the queue sticky: the barrier waiting ``{s >= 1}``
+    fails and fails ``s`` itself. That failure did not satisfy its own wait (a self-loop made
+    ``halsim stats``' critical path raise ``NetworkXUnfeasible`` and sweep rows lose their metrics)."""
+    from reference import hal
+    from halsim.trace_tools.stats import trace_stats
+
+    with hal.create_device("sim:cuda") as dev:
+        g, s, f = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_barrier([(g, 1)], [(f, 1)])
+        dev.queue_barrier([(s, 1)], [(s, 2)])
+        g.fail(hal.StatusCode.ABORTED, "bad input")
+        try:
+            f.wait(1, timeout=10)
+        except hal.HalError:
+            pass
+    edges = signal_wait_edges(dev.trace)
+    assert [(e.src, e.dst, e.sem, e.kind) for e in edges] == [("host:0", "0:0", "s0", "fail")]
+    stats = trace_stats(dev.trace)
+    assert stats["critical_path"]["ops"] in (["0:0"], ["0:1"])
