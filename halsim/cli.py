@@ -93,11 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--device", help="instead, run the single-queue pipeline on this device URI and summarize it")
     d.add_argument("--out", default="out", help="output directory (default: %(default)s)")
 
-    r = sub.add_parser("run", help="run a host program on a device and save its trace",
+    r = sub.add_parser("run", help="run a host program on a device; summarize (and save) its trace",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Run PROGRAM — a Python function taking a device, or a schedule file — on any "
-                       "device URI (a simulator,\nthe NumPy reference devices, a real backend), save its trace, "
-                       "print a summary and, if asked,\nwrite a timeline plot and a Perfetto file. A program that "
+                       "device URI (a simulator,\nthe NumPy reference devices, a real backend), print a summary of its "
+                       "trace and, if asked,\nsave the trace (--trace), write a timeline plot and a Perfetto file. "
+                       "A program that "
                        "calls sys.exit(0) has finished;\nsys.exit(N) is a failure (exit 1). Threads the program "
                        "leaves running are named on stderr and\nnot waited for (exit 1).",
                        epilog="Exit status: 0 the program returned, 1 it raised: a HalError (a DeadlockError on "
@@ -318,8 +319,8 @@ def cmd_run(args) -> int:
         trace = dev.trace
         if code:
             return code
+    print(summarize(Trace.load(args.trace) if args.trace else trace, title=f"{args.program} on {uri}"))
     if args.trace:
-        print(summarize(Trace.load(args.trace), title=f"{args.program} on {uri}"))
         print(f"trace: {args.trace}")
     for line in trace_cli.write_views(trace, plot=args.plot, perfetto=args.perfetto):
         print(line)

@@ -377,7 +377,10 @@ class _Fitter:
         def mean(field, y, note=""):
             coef, res = self.lstsq(np.ones((len(y), 1)), y)
             self.doc[field] = self.ns(coef[0])
-            self.param(Fitted(field, float(coef[0]), res, len(y), note or ("clamped to 0" if coef[0] < 0 else "")))
+            notes = [note] if note else []
+            if coef[0] < 0:  # (with the group's note, not instead of it: the table shows the raw value)
+                notes.append("clamped to 0")
+            self.param(Fitted(field, float(coef[0]), res, len(y), "; ".join(notes)))
 
         for group, field in (("launch:issue", "launch_after_issue_ns"), ("launch:host", "launch_after_host_ns")):
             if len(groups.get(group, ())) >= SPLIT_SAMPLES:

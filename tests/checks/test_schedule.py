@@ -107,3 +107,22 @@ def test_json_and_toml_forms_are_the_same_program(tmp_path):
     json_s = load_schedule(str(path))
     strip = [[{k: v for k, v in st.items() if k != "where"} for st in steps] for _n, steps in json_s.threads]
     assert strip == [[{k: v for k, v in st.items() if k != "where"} for st in steps] for _n, steps in toml_s.threads]
+
+
+def test_the_example_schedule_of_the_docs_runs_clean(tmp_path):
+    """docs/schedule-format.md's example is a schedule a reader copies: it loads, runs, and has the
+    findings its ``expect`` names (it once copied 4096 bytes into 1024 and failed to load)."""
+    import re
+
+    from halsim.checks import check_trace
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "schedule-format.md"), encoding="utf-8") as f:
+        (block,) = re.findall(r"```toml\n(.*?)```", f.read(), re.S)
+    path = tmp_path / "example.toml"
+    path.write_text(block)
+    schedule = load_schedule(str(path))
+    result = run_schedule(schedule)
+    assert result.errors == []
+    assert [f.rule for f in check_trace(result.trace).findings] == schedule.expect == []
+    assert [e["kind"] for e in result.trace.events("op")] == ["fill", "copy"]

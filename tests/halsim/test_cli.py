@@ -1,6 +1,7 @@
 """The ``halsim`` command line: demo, run, devices; bad input → one line on stderr and exit code 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -56,6 +57,12 @@ def test_run_program(tmp_path, capsys):
     assert main(["run", f"{prog}:pipeline", "--device", "local-sync", "--trace", str(trace)]) == 0
     assert "operations: 1 (1 fill)" in capsys.readouterr().out
     assert json.loads(trace.read_text())["header"]["device"] == "local-sync"
+    # without --trace: the same summary, nothing written (it used to print nothing at all)
+    assert main(["run", f"{prog}:pipeline", "--device", "sim"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [f"{prog}:pipeline on sim (sim, clock virtual)", "  operations: 1 (1 fill)",
+                       "  makespan:   4.5 us (first enqueue to last completion)"]
+    assert not any(line.startswith("trace:") for line in out) and os.listdir(tmp_path) == ["prog.py", "t.json"]
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -74,6 +74,19 @@ def test_a_negative_coefficient_is_fixed_at_zero_and_the_others_refitted():
     assert (cal.model.event_wait_ns, cal.model.commit_ns) == (0, round(commit))
 
 
+def test_a_launch_latency_below_0_says_it_was_clamped_next_to_its_group_note():
+    """Too few device samples: launch_ns is the mean of every launch sample; when that is negative the
+    table said only "every launch sample …" and showed the negative value as if it were the model's."""
+    s = Samples()
+    for y in (-4000, -3000, -2000, -5000):
+        s.add("launch:host", [1.0, 0], y)
+    cal = fit_samples(s, personality="opencl", partial=True)
+    (got,) = [p for p in cal.params if p.name == "launch_ns"]
+    assert (got.value, got.samples) == (-3500.0, 4)
+    assert got.note == "every launch sample (fewer than 10 after a device predecessor); clamped to 0"
+    assert cal.model.launch_ns == 0
+
+
 def test_host_fn_is_the_mean_of_every_completion_waited_for_or_not():
     # a waiting host thread completes its work itself (opencl: ~15 us); the completion thread polls
     # (~100 us): one latency for both, their mean

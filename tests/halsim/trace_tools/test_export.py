@@ -177,7 +177,8 @@ def test_run_writes_plot_and_perfetto(tmp_path, capsys):
     png, pf = tmp_path / "t.png", tmp_path / "t.pftrace"
     assert main(["run", str(prog), "--device", "sim", "--plot", str(png), "--perfetto", str(pf)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"perfetto: {pf}  (3 tracks, 3 slices, 1 flows)", f"plot: {png}  (2 rows, bars)"]
+    assert out[-2:] == [f"perfetto: {pf}  (3 tracks, 3 slices, 1 flows)", f"plot: {png}  (2 rows, bars)"]
+    assert out[0] == f"{prog} on sim (sim, clock virtual)"  # the summary, also without --trace
     tracks, events = read(pf)
     assert sorted(d.name for d in tracks.values()) == ["host thread 0", "queue 0", "semaphore s0", "sim (virtual clock)"]
     assert main(["run", str(prog), "--device", "sim", "--plot", str(tmp_path / "t.bmp")]) == 2
