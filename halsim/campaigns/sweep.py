@@ -598,7 +598,6 @@ def plot_results(rows: list[dict], plot: dict, path: str) -> str:
     """Mean of ``y`` per ``x`` (one line per ``hue`` value) over the other parameters; written
     atomically with the matplotlib object API. Returns a one-line description."""
     from matplotlib.figure import Figure
-    from reference.trace.atomic import atomic_write
 
     x, y, hue = plot["x"], plot["y"], plot["hue"]
     groups: dict = {}
@@ -625,8 +624,8 @@ def plot_results(rows: list[dict], plot: dict, path: str) -> str:
     if hue and groups:
         ax.legend(fontsize="small")
     ax.grid(True, alpha=0.3)
-    fmt = "svg" if path.lower().endswith(".svg") else "png"
-    atomic_write(path, lambda f: fig.savefig(f, format=fmt))
+    from halsim.trace_tools.plot import save_figure
+    save_figure(fig, path)
     return f"plot: {path} ({len(groups)} line{'s' if len(groups) != 1 else ''}, {len(xs_all)} x values)"
 
 

@@ -132,17 +132,19 @@ def host_wait_edges(trace) -> list[Edge]:
     if not seen_by:
         return []
     edges = []
-    times = {th: [w[0] for w in ws] for th, ws in seen_by.items()}
+    # Trace order, not time: a wait that returned at the very instant (virtual time) an op was
+    # enqueued before it did not happen before that op.
+    order = {th: [w[1] for w in ws] for th, ws in seen_by.items()}
 
-    def latest(thread, t):
+    def latest(thread, seq):
         ws = seen_by.get(thread)
         if not ws:
             return None
-        i = bisect.bisect_right(times[thread], t)
+        i = bisect.bisect_left(order[thread], seq)
         return ws[i - 1][2] if i else None
 
-    for op in ix.ops:
-        seen = latest(op.get("thread"), op["t"])
+    for pos, op in enumerate(ix.ops):
+        seen = latest(op.get("thread"), ix.op_seq[pos])
         if seen:
             edges.extend(Edge(x, op["op"], sem, v, "program") for x, sem, v in sorted(seen) if x != op["op"])
         for sem, value in op.get("wait", ()):
@@ -152,7 +154,7 @@ def host_wait_edges(trace) -> list[Edge]:
                     thread = int(s[2].split(":", 1)[1])
                 except ValueError:
                     continue
-                seen = latest(thread, s[1])
+                seen = latest(thread, s[0])
                 if seen:
                     edges.extend(Edge(x, op["op"], sm, v, "program") for x, sm, v in sorted(seen) if x != op["op"])
     return edges

@@ -145,7 +145,7 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
             deltas.append({"op": i, "start_a": oa["start"] - t0a, "start_b": ob["start"] - t0b,
                            "start_delta": (ob["start"] - t0b) - (oa["start"] - t0a),
                            "duration_a": da, "duration_b": db, "duration_delta": db - da, "ratio": _ratio(db, da)})
-    ratios = [d["ratio"] for d in deltas if d["ratio"]]
+    ratios = [d["ratio"] for d in deltas if d["ratio"] is not None]  # (0.0: took no time in B)
     timing = {
         "compared": len(deltas),
         "start_delta_max_abs": max((abs(d["start_delta"]) for d in deltas), default=0),

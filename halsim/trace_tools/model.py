@@ -174,6 +174,7 @@ class TraceIndex:
         self.tracks: dict[int, tuple[str, str]] = {}  # id → (kind, name)
         self.host_tracks: dict[int, int] = {}  # host thread → track id
         self.ops: list[dict] = []  # op merged with op_done (``end`` = op_done's t), enqueue order
+        self.op_seq: list[int] = []  # each op's position in the trace (its ``op`` event)
         self.op_pos: dict[str, int] = {}
         self.semaphores: dict[str, int] = {}  # sem → initial value
         self.sem_created: dict[str, int] = {}  # sem → creation time
@@ -246,6 +247,7 @@ class TraceIndex:
                 rec.pop("ev")
                 op_pos[e["op"]] = len(ops)
                 ops.append(rec)
+                self.op_seq.append(seq)
             elif ev == "op_done":
                 pos = op_pos.get(e["op"])
                 if pos is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import NamedTuple
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
@@ -87,16 +88,31 @@ def _counter_points(ix: TraceIndex, sem: str) -> list[tuple[int, int]]:
     return points
 
 
-def _flow_maps(ix: TraceIndex):
-    """Flow ids leaving and entering each item key; one id per arrow (ids from 1): signal → wait,
-    then host hand-offs (ids above ``handoffs_from``)."""
+class FlowMaps(NamedTuple):
+    """Flow ids by item key, one id per arrow (ids from 1: signal → wait, then host hand-offs from
+    ``handoffs_from``): leaving an item (``out``, at its start), entering it at its start (``into``),
+    or at its end (``into_end``). Perfetto reads events in time order and drops an arrow whose end
+    comes before its start, so an arrow into an item that began before its source — a host wait
+    blocked before the op that satisfies it started — ends where that item ends (it returned after
+    the signal)."""
+    out: dict
+    into: dict
+    into_end: dict
+    handoffs_from: int
+
+
+def _flow_maps(ix: TraceIndex, lanes) -> FlowMaps:
+    items = {(item.cat, item.ref): item for lane in lanes for item in lane.items}
     out_ids: dict = {}
     in_ids: dict = {}
+    in_end_ids: dict = {}
     signals = signal_flows(ix)
     for n, (src, dst, _what, _value) in enumerate(signals + handoff_flows(ix), start=1):
         out_ids.setdefault(src, []).append(n)
-        in_ids.setdefault(dst, []).append(n)
-    return out_ids, in_ids, len(signals) + 1
+        a, b = items.get(src), items.get(dst)
+        late = a is not None and b is not None and b.start <= a.start and b.end > b.start
+        (in_end_ids if late else in_ids).setdefault(dst, []).append(n)
+    return FlowMaps(out_ids, in_ids, in_end_ids, len(signals) + 1)
 
 
 def _annotations(ix: TraceIndex, item: Item) -> dict:
@@ -169,7 +185,7 @@ def _start(trace, with_commands: bool, progress, label: str):
     if progress is not None:
         progress.phase("laying out tracks")
     lanes = layout(ix, with_commands)
-    flows = _flow_maps(ix)
+    flows = _flow_maps(ix, lanes)
     if progress is not None:
         progress.phase(label, total=sum(len(lane.items) for lane in lanes), unit="spans")
     return ix, lanes, flows
@@ -180,7 +196,7 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
     """Write ``trace`` (a Trace or TraceIndex) as a Perfetto trace; returns counts
     (``tracks``, ``slices``, ``counters``, ``flows``, ``instants``). ``progress``: a
     :class:`halsim.campaigns.executor.Progress` shown the phases (``writing perfetto``: spans)."""
-    ix, lanes, (out_ids, in_ids, _handoffs_from) = _start(trace, with_commands, progress, "writing perfetto")
+    ix, lanes, flows = _start(trace, with_commands, progress, "writing perfetto")
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
 
     def write(f):
@@ -207,7 +223,7 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
 
         for lane in lanes:
             uuid = declare(lane.name)
-            _write_lane(w, ix, lane, uuid, out_ids, in_ids, stats)
+            _write_lane(w, ix, lane, uuid, flows, stats)
             if progress is not None:
                 progress.update(len(lane.items))
         for sem in sorted(set(ix.semaphores) | set(ix.signals), key=_natural):
@@ -234,7 +250,7 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
         w.flush()
 
     atomic_write(path, write)
-    stats["flows"] = sum(len(v) for v in out_ids.values())
+    stats["flows"] = sum(len(v) for v in flows.out.values())
     return stats
 
 
@@ -242,23 +258,25 @@ def _natural(s: str):
     return (len(s), s)
 
 
-def _write_lane(w, ix, lane: Lane, uuid, out_ids, in_ids, stats) -> None:
+def _write_lane(w, ix, lane: Lane, uuid, flows: FlowMaps, stats) -> None:
     annotate = len(ix.ops) <= 200_000  # arguments on every op slice; skip for huge traces
     for t, what, item in _nest(lane):
         p = w.packet()
         p.timestamp = t
         te = p.track_event
         te.track_uuid = uuid
+        key = (item.cat, item.ref)
         if what == "E":
             te.type = _END
+            if key in flows.into_end:
+                te.terminating_flow_ids.extend(flows.into_end[key])
             continue
         te.type = _BEGIN if what == "B" else _INSTANT
         te.name = item.name
-        key = (item.cat, item.ref)
-        if key in out_ids:
-            te.flow_ids.extend(out_ids[key])
-        if key in in_ids:
-            te.terminating_flow_ids.extend(in_ids[key])
+        if key in flows.out:
+            te.flow_ids.extend(flows.out[key])
+        if key in flows.into:
+            te.terminating_flow_ids.extend(flows.into[key])
         if item.cat != "cmd" and annotate:
             _set_annotations(te, _annotations(ix, item))
         if what == "B":
@@ -284,7 +302,8 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
     lane (one ``tid`` each, named by ``M`` metadata), ``C`` semaphore counters, ``s``/``f`` flow
     pairs from signal to wait, ``i`` instants for failures and findings. Returns counts.
     ``progress``: as for :func:`export_perfetto` (``writing chrome``)."""
-    ix, lanes, (out_ids, in_ids, handoffs_from) = _start(trace, with_commands, progress, "writing chrome")
+    ix, lanes, flows = _start(trace, with_commands, progress, "writing chrome")
+    out_ids, handoffs_from = flows.out, flows.handoffs_from
     stats = {"tracks": 0, "slices": 0, "counters": 0, "flows": 0, "instants": 0}
     dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -309,8 +328,10 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
                 key = (item.cat, item.ref)
                 for n in out_ids.get(key, ()):
                     flow_src[n] = (tid, item.start)
-                for n in in_ids.get(key, ()):
-                    flow_dst[n] = (tid, item.start)
+                for n in flows.into.get(key, ()):
+                    flow_dst[n] = (tid, item.start, item.end)
+                for n in flows.into_end.get(key, ()):
+                    flow_dst[n] = (tid, None, item.end)
                 args = _annotations(ix, item) if item.cat != "cmd" else {}
                 if item.cat in INSTANTS:
                     emit({"ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": _us(item.start), "name": item.name})
@@ -323,7 +344,10 @@ def export_chrome(trace, path: str | os.PathLike, findings: list[dict] | None = 
                 progress.update(len(lane.items))
         for n in sorted(flow_src):
             if n in flow_dst:
-                (stid, sts), (dtid, dts) = flow_src[n], flow_dst[n]
+                (stid, sts), (dtid, dstart, dend) = flow_src[n], flow_dst[n]
+                # 'f' binds to the slice enclosing its time: inside the destination, after the source
+                # (1 ns after it when the destination began first: a tie can be read in either order)
+                dts = dstart if dstart is not None else min(dend, sts + 1)
                 name = "signal" if n < handoffs_from else "hand-off"
                 emit({"ph": "s", "id": n, "pid": 1, "tid": stid, "ts": _us(sts), "name": name, "cat": "flow"})
                 emit({"ph": "f", "bp": "e", "id": n, "pid": 1, "tid": dtid, "ts": _us(dts), "name": name,

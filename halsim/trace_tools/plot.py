@@ -182,9 +182,19 @@ def _semaphores(ix: TraceIndex) -> list[str]:
     return sorted(sems[:MAX_SEMAPHORES], key=lambda s: (len(s), s))
 
 
-def _save(fig, path) -> None:
+def save_figure(fig, path, **savefig) -> None:
+    """Write ``fig`` atomically as PNG, or SVG by extension; the same figure gives the same bytes
+    (an SVG has no date stamp and its ids come from a fixed salt, not a random one)."""
+    import matplotlib
+
     fmt = "svg" if os.fspath(path).lower().endswith(".svg") else "png"
-    atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=110, bbox_inches="tight"))
+    metadata = {"Date": None} if fmt == "svg" else None
+    with matplotlib.rc_context({"svg.hashsalt": "halsim"}):
+        atomic_write(path, lambda f: fig.savefig(f, format=fmt, metadata=metadata, **savefig))
+
+
+def _save(fig, path) -> None:
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def _phase(progress, label: str) -> None:

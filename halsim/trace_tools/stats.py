@@ -49,19 +49,34 @@ def union_and_overlap(spans: list[tuple[int, int]]) -> tuple[int, int, int]:
         elif e > cur_e:
             cur_e = e
     union += cur_e - cur_s
-    points = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda p: (p[0], p[1]))
     depth = most = 0
-    for _, d in points:
+    for _, d in _depth_points(spans):
         depth += d
         most = max(most, depth)
     return union, total - union, most
+
+
+def _depth_points(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(t, +1 | -1)`` for each span's start and end, in time order; at one instant the spans that
+    end there close first (``[s, e)``: back to back is not at once), then those that start open, then
+    zero-length ones close — an op that ran in no time was still running at that instant.
+
+    >>> union_and_overlap([(3, 3)])[2], union_and_overlap([(3, 3), (3, 3)])[2], union_and_overlap([(0, 3), (3, 5)])[2]
+    (1, 2, 1)
+    """
+    points = []
+    for s, e in spans:
+        points.append((s, 1, 1))
+        points.append((e, 2 if e == s else 0, -1))
+    points.sort()
+    return [(t, d) for t, _order, d in points]
 
 
 def depth_summary(spans: list[tuple[int, int]], lo: int, hi: int) -> tuple[int, float]:
     """``(max, time-weighted mean over [lo, hi))`` of how many spans are open."""
     if not spans or hi <= lo:
         return 0, 0.0
-    points = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda p: (p[0], p[1]))
+    points = _depth_points(spans)
     depth = most = 0
     area = 0
     last = lo

@@ -111,9 +111,9 @@ def _wrap_thread() -> None:
                 try:
                     # The child is no host thread of any device yet: its acquire waits for its first
                     # device call, as any acquire by a thread that has made none (Device.
-                    # _thread_registered). Time 0, not the release's: on the simulator a receiver's
-                    # clock moves to its giver's, and a new thread keeps the clock it has always had.
-                    device._pending_edges.setdefault(self, []).append(("acquire", (receipt[0], 0), "Thread.start"))
+                    # _thread_registered). On the simulator its clock then moves to the parent's at
+                    # the start, as a receiver's does: a thread does nothing before it was started.
+                    device._pending_edges.setdefault(self, []).append(("acquire", receipt, "Thread.start"))
                 except Exception:  # noqa: BLE001 - tracing never breaks the program's own start
                     pass
         return start(self)

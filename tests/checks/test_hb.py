@@ -309,13 +309,21 @@ def test_an_in_order_queue_runs_a_sim_thread_calls_in_clock_order_not_trace_orde
     dev = driver.create_device("metal", cost_model={"host_api_ns": 10_000})
     try:
         s, t, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+        go = []  # a plain list: no traced hand-off, so the worker's clock stays where it started
+
+        def worker():
+            deadline = time.monotonic() + 10
+            while not go and time.monotonic() < deadline:
+                time.sleep(0.001)
+            dev.queue_barrier([], [(t, 1)])                 # 1:0, at ~40 µs
+        thread = threading.Thread(target=worker)
+        thread.start()                                      # at main's ~30 µs
         for _ in range(5):
-            s.query()                                       # main's clock ~80 µs, the simulation at 0
+            dev.create_semaphore()                          # main's clock 80 µs, the simulation at 0
         dev.queue_barrier([(t, 1)], [(s, 1)])               # 0:0
         dev.queue_barrier([(s, 1)], [(s, 2), (done, 1)])    # 0:1
-        worker = threading.Thread(target=lambda: dev.queue_barrier([], [(t, 1)]))  # 1:0, at ~10 µs
-        worker.start()
-        worker.join(10)
+        go.append(1)
+        thread.join(10)
         done.wait(1, 10)
         trace = dev.trace
         assert [e["op"] for e in trace.events("op")] == ["0:0", "0:1", "1:0"]

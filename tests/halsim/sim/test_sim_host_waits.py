@@ -246,13 +246,13 @@ def test_an_item_already_waiting_costs_the_receiver_no_wake_and_no_clock_move(ma
     dev.create_semaphore()
     q.put(2)  # release at 1000
 
-    def worker():
+    def worker():  # started at main's 1000 (+50 to wake it)
         for _ in range(5):
-            dev.create_semaphore()  # the worker's clock: 5000
+            dev.create_semaphore()  # the worker's clock: 6050, past the release
         q.get(), q.get()
 
     join(start(worker))
-    assert [(e["role"], e["t"]) for e in handoffs(dev)] == [("release", 1000), ("acquire", 5000)]
+    assert [(e["role"], e["t"]) for e in handoffs(dev)] == [("release", 1000), ("acquire", 6050)]
 
 
 def test_a_joiner_acts_after_the_joined_thread_ended_in_virtual_time(make):
@@ -265,11 +265,11 @@ def test_a_joiner_acts_after_the_joined_thread_ended_in_virtual_time(make):
         end.append(dev.now())
 
     dev.create_semaphore()
-    t = start(worker)
+    t = start(worker)  # at main's 1000: the worker starts at 1050
     t.join(WAIT)
     s = dev.create_semaphore()
     (joined,) = dev.trace.events("host_join")
-    assert joined["t"] == end[0] + 50 and end[0] == 20_000
+    assert joined["t"] == end[0] + 50 and end[0] == 1050 + 20_000
     assert dev.now() == end[0] + 50 + 1000 and s is not None
 
 

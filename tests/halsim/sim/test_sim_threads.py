@@ -25,17 +25,17 @@ def test_thread_sleeps_then_signals_while_main_waits(make, personality):
     s = dev.create_semaphore()                  # main's clock: 10
 
     def signaller():
-        dev.sleep(0.1)                          # sleeping is free; the thread joins at t = 0
-        s.signal(1)                             # at 0.1 s + 10 ns
+        dev.sleep(0.1)                          # sleeping is free; the thread starts at main's 10 + 50
+        s.signal(1)                             # at 60 + 0.1 s + 10 ns
 
     t0 = time.perf_counter()
     t = start(signaller)
     s.wait(1, WAIT)
-    assert dev.now() == 100_000_000 + 10 + 50   # the other thread's signal + wake latency
+    assert dev.now() == 100_000_070 + 50        # the other thread's signal + wake latency
     join(t)
     assert time.perf_counter() - t0 < 1.0
     (sig,) = dev.trace.events("signal")
-    assert (sig["t"], sig["cause"]) == (100_000_010, "host:1")
+    assert (sig["t"], sig["cause"]) == (100_000_070, "host:1")
 
 
 def test_ping_pong(make, personality):

@@ -91,3 +91,23 @@ def test_an_op_that_fails_a_semaphore_it_waits_on_is_no_edge_into_itself(tmp_pat
     assert [(e.src, e.dst, e.sem, e.kind) for e in edges] == [("host:0", "0:0", "s0", "fail")]
     stats = trace_stats(dev.trace)
     assert stats["critical_path"]["ops"] in (["0:0"], ["0:1"])
+
+
+def test_a_host_wait_returning_at_the_instant_an_earlier_op_was_enqueued_orders_nothing_before_it():
+    """With a zero-cost model the wait returns at the very time 0:1 was enqueued before it: compared by
+    time, 0:1 got a 'program' edge from what the wait saw (0:0), which closed a cycle with 0:1 → 0:0
+    and made ``halsim stats`` raise NetworkXUnfeasible. Trace order decides."""
+    from reference import hal
+    from halsim.trace_tools.deps import host_wait_edges
+    from halsim.trace_tools.stats import trace_stats
+
+    zero = {"host_api_ns": 0, "submit_ns": 0, "wake_ns": 0, "launch_ns": 0, "barrier_ns": 0}
+    with hal.create_device("sim", cost_model=zero) as dev:
+        x, y = dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_barrier([(y, 1)], [(x, 1)])   # 0:0 waits for 0:1
+        dev.queue_barrier([], [(y, 1)])         # 0:1, enqueued before the host wait
+        x.wait(1, 10)
+    (wait,) = dev.trace.events("host_wait")
+    assert wait["t"] == [e for e in dev.trace.events("op") if e["op"] == "0:1"][0]["t"]  # the same instant
+    assert host_wait_edges(dev.trace) == []
+    assert trace_stats(dev.trace)["critical_path"] == {"ops": ["0:1"], "busy_ns": 0, "length": 1}  # (no cycle)

@@ -136,3 +136,20 @@ def test_outputs_are_compared_read_by_read():
                                           {"read": 1, "buf": "b0", "offset": 16, "length": 16}]
     assert "2 of the host's buffer reads differ" in other["problems"]
     assert "outputs: 2 host reads in A, 2 in B, 2 differ; read #0 of b0[0:16)" in format_diff(other)
+
+
+def test_an_op_that_took_no_time_in_b_counts_in_the_duration_ratios():
+    """Its ratio B/A is 0.0, which the summary dropped as if it had none (min 1.0, not 0.0)."""
+    def run(cost):
+        with hal.create_device("sim", cost_model=cost) as dev:
+            buf = dev.allocator.allocate_buffer(4096)
+            s = dev.create_semaphore()
+            dev.queue_fill([], [(s, 1)], buf, 0, 4096, 7, 4)
+            dev.queue_host_call([(s, 1)], [(s, 2)], lambda *a: None)
+            dev.queue_fill([(s, 2)], [(s, 3)], buf, 0, 64, 7, 4)
+            s.wait(3, 10)
+        return dev.trace
+
+    timing = diff_traces(run({}), run({"host_call_latency_ns": 0}), tolerance=10)["timing"]
+    assert sorted(d["ratio"] for d in timing["largest"]) == [0.0, 1.0, 1.0]
+    assert (timing["duration_ratio_min"], timing["duration_ratio_median"]) == (0.0, 1.0)

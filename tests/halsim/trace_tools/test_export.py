@@ -90,6 +90,13 @@ def test_perfetto_counters_flows_and_failures(traces, tmp_path):
     # 17 op waits + the host wait on s2>=3; every flow has exactly one source and one destination
     assert set(out) == set(into) == set(range(1, 19))
     assert max(out.values()) == max(into.values()) == 1
+    # Perfetto reads events in time order and drops an arrow whose end it meets before its start:
+    # the host wait began before the op that satisfied it, so its arrow ends where the wait ends
+    times = flow_times(events)
+    assert all(src < dst for src, dst in times.values()), times
+    (host,) = [u for u, d in tracks.items() if d.name == "host thread 0"]
+    ends = [p for p in events[host] if p.track_event.type == TE.TYPE_SLICE_END and p.track_event.terminating_flow_ids]
+    assert len(ends) == 1 and ends[0].timestamp == times[ends[0].track_event.terminating_flow_ids[0]][1]
 
     path = tmp_path / "f.pftrace"
     findings = [{"rule": "hazard.raw", "message": "racy read", "ops": ["0:0"]},
@@ -104,6 +111,18 @@ def test_perfetto_counters_flows_and_failures(traces, tmp_path):
     waw = events[by_name["findings"]][1].track_event
     assert {a.name: a.string_value for a in waw.debug_annotations}["range"] == "[0, 4]"
     assert stats["instants"] == 3 + 3  # 3 failures + 3 findings; the host's fail is not a signal instant
+
+
+def flow_times(events) -> dict:
+    """flow id → (time of its source event, time of its terminating event)."""
+    src, dst = {}, {}
+    for packets in events.values():
+        for p in packets:
+            for n in p.track_event.flow_ids:
+                src[n] = p.timestamp
+            for n in p.track_event.terminating_flow_ids:
+                dst[n] = p.timestamp
+    return {n: (src[n], dst.get(n)) for n in src}
 
 
 def test_metal_encoders_and_host_signal_instant(traces, tmp_path):
@@ -134,6 +153,8 @@ def test_chrome_json(traces, tmp_path):
     ph = Counter(e["ph"] for e in evs)
     assert ph["X"] == stats["slices"] == 33
     assert ph["s"] == ph["f"] == stats["flows"] == 18  # 17 op waits + the host wait
+    starts = {e["id"]: e["ts"] for e in evs if e["ph"] == "s"}
+    assert all(e["ts"] > starts[e["id"]] for e in evs if e["ph"] == "f")  # (read in time order)
     assert ph["C"] == 4 + 10  # initial value per semaphore + each signal
     threads = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     assert all(e["tid"] in threads for e in evs if e["ph"] in "Xsf")
@@ -276,3 +297,24 @@ def test_a_hand_off_made_inside_a_host_calls_function_has_its_own_row(tmp_path):
     (te,) = [p.track_event for p in events[by_name["host call functions"]] if p.track_event.type == TE.TYPE_INSTANT]
     assert te.name == "Thread.start #0 (in 0:0)"
     assert plot_trace(trace, tmp_path / "h.png")["arrows"] == 2   # the start, and the signal → the wait
+
+
+def test_a_started_threads_hand_off_arrow_points_forward_in_time_on_the_sim(tmp_path):
+    """On sim the started thread's acquire was traced at t=0, before its parent's release: a new
+    thread's clock now starts at its parent's at ``start()`` (plus ``wake_ns``)."""
+    import threading
+
+    from reference import hal
+
+    with hal.create_device("sim") as dev:
+        dev.create_semaphore()
+        t = threading.Thread(target=dev.create_semaphore)
+        t.start()
+        t.join(10)
+    (release, acquire) = dev.trace.events("host_sync")
+    assert (release["role"], acquire["role"]) == ("release", "acquire")
+    assert acquire["t"] == release["t"] + dev.cost.wake_ns
+    path = tmp_path / "t.pftrace"
+    export_perfetto(dev.trace, path)
+    _tracks, events = read(path)
+    assert list(flow_times(events).values()) == [(release["t"], acquire["t"])]

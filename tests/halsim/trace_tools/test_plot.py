@@ -15,6 +15,10 @@ def test_plot_bars_png_and_svg(traces, tmp_path):
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot_trace(t, tmp_path / "g.svg", findings=[{"rule": "x", "ops": ["0:3"], "t": 20000}])
     assert b"<svg" in (tmp_path / "g.svg").read_bytes()[:500]
+    # the same plot twice is the same bytes (an SVG had a date stamp and random clip-path ids)
+    plot_trace(t, tmp_path / "again.svg", findings=[{"rule": "x", "ops": ["0:3"], "t": 20000}])
+    assert (tmp_path / "again.svg").read_bytes() == (tmp_path / "g.svg").read_bytes()
+    assert b"<dc:date>" not in (tmp_path / "g.svg").read_bytes()
 
 
 def test_plot_window_and_tracks(traces, tmp_path):
