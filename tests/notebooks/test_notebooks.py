@@ -58,7 +58,7 @@ EXPECTED = {
         "program result on the reference device: [-10, -13, -16, -19]",
         "outputs equal: True",
         "required orderings broken per real run: [0, 0, 0]",
-        "in-order inversions vs the model: []",
+        "queue orders the model does not allow: []",
         "result: OK",
         "calibrated closer to the real runs than the default: True",
         "5 training and 4 held-out programs, 5 kept real runs each",
