@@ -244,8 +244,8 @@ def format_report(r: dict) -> str:
     lines.append(f"  ordering: {'OK' if not ordv and not inv else 'VIOLATED'} — {len(ordv)} required edges broken, "
                  f"{sum(i['count'] for i in inv)} queue orders the model does not allow")
     for i in inv[:10]:
-        lines.append(f"    run {i['run']}: queue {i['queue']}, host thread {i['thread']}: {i['count']} ops started before "
-                     f"one it enqueued earlier (e.g. {' before '.join(reversed(i['examples'][0]))})")
+        lines.append(f"    run {i['run']}: queue {i['queue']}, host thread {i['thread']}: {i['count']} ops started "
+                     f"before one it enqueued earlier (e.g. {' before '.join(reversed(i['examples'][0]))})")
     for v in ordv[:10]:
         lines.append(f"    run {v['run']}: {v['dst']} started at {v['dst_start']} before {v['src']} ended at "
                      f"{v['src_end']} ({v['why']})")

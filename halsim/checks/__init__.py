@@ -40,7 +40,8 @@ class CheckReport:
 
 
 def select_rules(patterns) -> set[str]:
-    """Rule ids matching ``patterns`` (ids, categories or an id's leading dot-separated parts); ValueError on an unknown one."""
+    """Rule ids matching ``patterns`` (ids, categories or an id's leading dot-separated parts);
+    ValueError on an unknown one."""
     chosen = set()
     for p in patterns:
         hit = {r for r in RULES if r == p or r.startswith(p.rstrip(".") + ".")}
