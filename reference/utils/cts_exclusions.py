@@ -13,7 +13,8 @@ from __future__ import annotations
 # SemaphoreSubmissionTest.* on Metal for this reason).
 CONSUMER_FIRST = ("IntermediateSemaphoreBetweenDeviceBatches", "TwoBatchesWaitingOn1FormerBatchAmongst2",
                   "TwoBatchesWaitingOnDifferentSemaphoreValues", "BatchWaitingOnAnotherAndHostSignal",
-                  "DeviceBatchSignalAnotherAndHost")
+                  "DeviceBatchSignalAnotherAndHost",
+                  "MultiQueueFanOutDifferentValuesBeforeSignal")  # (queue 0: a wait on p before p's signal)
 
 
 def in_order_queue(queue: str) -> dict[str, str]:

@@ -6,6 +6,9 @@ IREE compiles one test executable per suite; here every kernel comes from the bu
 write_workgroup_ids, negate, double_it, write_dispatch_params. Suites marked "× modes" in the inventory
 take ``recording_mode``; the others use binding-table slots by design."""
 
+import gc
+import weakref
+
 import pytest
 
 from reference import hal
@@ -406,8 +409,11 @@ def test_deferred_execute_retains_dispatch_binding_table(device, executable):
     table = [hal.BufferRef(inp, 0, WHOLE), hal.BufferRef(out, 0, WHOLE)]
     device.queue_execute(w, g, cb, table)
     # Release the command buffer and the input, and clear the caller's table: the queue keeps what it needs.
+    refs = weakref.ref(cb), weakref.ref(inp)
     del cb, inp
     table.clear()
+    gc.collect()  # (in Python a `del` alone proves nothing: the queue must hold them, as in C)
+    assert all(ref() is not None for ref in refs), "a pending submission's command buffer or buffer was freed"
     w[0][0].signal(1)
     device.wait_semaphores(hal.WaitMode.ALL, g, WAIT)
     assert read_bytes(device, out) == f32s(-9.0, 2.5, 2.5, -9.0)

@@ -2,6 +2,9 @@
 queue/semaphore_submission_test.cc, C.3.23; classic semaphore_submission_test.h, C.1.2). Tag
 ``async_queue``: submissions may be made before their waits are signaled (wait-before-signal)."""
 
+import gc
+import weakref
+
 import pytest
 
 from reference import hal
@@ -58,8 +61,11 @@ def test_indirect_command_buffer_binding_table_retained_until_signal(device):
     w, g = sl(device, [0], [1]), sl(device, [0], [1])
     table = [hal.BufferRef(src, 0, WHOLE), hal.BufferRef(dst, 0, WHOLE)]
     device.queue_execute(w, g, cb, table)
+    refs = weakref.ref(cb), weakref.ref(src)
     del cb, src  # the queue retains what the submission references
     table.clear()  # and copied the binding table during the call
+    gc.collect()  # (in Python a `del` alone proves nothing: the queue must hold them, as in C)
+    assert all(ref() is not None for ref in refs), "a pending submission's command buffer or buffer was freed"
     lsig(w)
     lwait(device, g)
     assert read_bytes(device, dst) == data
@@ -223,5 +229,42 @@ def test_propagate_fail_signal(device):
     t = spawn(s1.fail, S.CANCELLED, "PropagateFailSignal test.")
     expect_error(S.CANCELLED, s2.wait, 1, WAIT)  # [H]: the original code, not ABORTED
     t.finish()
-    expect_error(S.CANCELLED, s2.query)  # the signal semaphore failed with that failure (Q3)
+    error = expect_error(S.CANCELLED, s2.query)  # the signal semaphore failed with that failure (Q3)
+    assert "PropagateFailSignal test." in error.message  # ([C] checks the message travels too)
     assert s2.payload >= FAILURE_VALUE
+
+
+@pytest.fixture
+def two_queue_device(device_info):
+    """The device with a second queue (``queues=2``); skipped, as IREE does, where queue 1 cannot exist."""
+    try:
+        dev = hal.create_device(device_info.uri, queues=2)
+    except hal.HalError as e:
+        pytest.skip(f"no queue 1 on {device_info.uri} ({e.code.name}: {e.message})")
+    try:
+        yield dev
+    finally:
+        dev.close()
+
+
+@pytest.mark.iree("SemaphoreSubmissionTest.CrossQueueWaitBeforeSignal")
+def test_cross_queue_wait_before_signal(two_queue_device):
+    device = two_queue_device
+    p, c = sl(device, [0], [1]), sl(device, [0], [1])
+    device.queue_barrier(p, c, queue_affinity=1 << 1)
+    assert values(c[0][0]) == (0,)
+    device.queue_barrier([], p, queue_affinity=1 << 0)
+    lwait(device, c)
+    assert values(c[0][0], p[0][0]) == (1, 1)
+
+
+@pytest.mark.iree("SemaphoreSubmissionTest.MultiQueueFanOutDifferentValuesBeforeSignal")
+def test_multi_queue_fan_out_different_values_before_signal(two_queue_device):
+    device = two_queue_device
+    p, d0, d1 = (device.create_semaphore(0) for _ in range(3))
+    device.queue_barrier([(p, 2)], [(d1, 1)], queue_affinity=1 << 1)
+    device.queue_barrier([(p, 1)], [(d0, 1)], queue_affinity=1 << 0)
+    assert values(d0, d1) == (0, 0)
+    device.queue_barrier([], [(p, 3)], queue_affinity=1 << 0)
+    lwait(device, [(d0, 1), (d1, 1)])
+    assert values(p, d0, d1) == (3, 1, 1)
