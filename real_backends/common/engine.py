@@ -143,6 +143,21 @@ class Adapter:
         (ns), for an action without timed work; None when the API has no timestamp for it."""
         return None
 
+    def holds(self, op: QueueOp) -> bool:
+        """True for an op the API must see issued only once its waits are reached on the host and
+        everything before it on its queue completed (OpenCL: an indirect dispatch, whose workgroup
+        counts the host reads when it enqueues the kernel). Later ops of its queue wait behind it."""
+        return False
+
+    def forget(self, buffer) -> None:
+        """A dealloca decommitted ``buffer``'s allocation: drop the API's memory for it (work in
+        flight keeps what it uses through ``Action.keep``)."""
+
+    def park(self, action: "Action") -> None:
+        """An issued action completed with a failure: keep whatever of it the API may still reference
+        (OpenCL: PoCL's notify lists point at its events until the events it waited on are set) —
+        released by :meth:`close`."""
+
     def close(self) -> None:
         pass
 
@@ -165,9 +180,10 @@ class Event:
 class Action:
     """A queue operation on its way through the engine."""
 
-    __slots__ = ("op", "waits", "events", "signal_events", "native", "issued_t", "last", "done")
+    __slots__ = ("op", "waits", "events", "signal_events", "native", "issued_t", "last", "done", "hold",
+                 "resume", "keep", "busy")
 
-    def __init__(self, op: QueueOp):
+    def __init__(self, op: QueueOp, hold: bool = False):
         self.op = op
         self.waits = list(op.wait)
         self.events: list[Event] = []
@@ -176,6 +192,25 @@ class Action:
         self.issued_t = None
         self.last = None             # the native event its completion waits for
         self.done = False            # completed (by the completion thread or a helping host thread)
+        self.hold = hold             # Adapter.holds: issued once its waits are reached and its queue is idle
+        self.resume = 0              # the command its (next) submit starts at (Adapter.submit's return)
+        self.keep: list = []         # what the API's commands use, kept until the action completes
+        self.busy = False            # counted in Engine._busy (ready, issued or in flight on its queue)
+
+
+class _Prefix:
+    """The commands of a held action enqueued before an indirect dispatch that needs them completed
+    first (``Adapter.submit`` returned where to resume): in flight like an action on its queue; when
+    the device reached it, the action goes back to the head of the pending list and is issued on."""
+
+    __slots__ = ("op", "action", "last", "done", "events")
+
+    def __init__(self, action: Action, last):
+        self.op = action.op
+        self.action = action
+        self.last = last
+        self.done = False
+        self.events = ()
 
 
 class Engine:
@@ -201,6 +236,10 @@ class Engine:
         self._queue_issued: dict[int, deque] = {}  # the same, per queue
         self._completing = threading.Lock()    # one completion at a time
         self._helpers = 0                      # host threads helping (Engine.help)
+        self._sweeps = adapter.wait_policy == "user_event"  # completes what the device reached (_sweep)
+        self._busy: dict[int, int] = {}        # queue → its actions ready, issued or in flight (under _lock)
+        self._holding: set[int] = set()        # queues with a _Prefix in flight: later actions wait
+        self._deallocs: dict[int, int] = {}    # id(allocation) → deallocas of it enqueued, not completed
         self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
         self._completer = threading.Thread(target=self._completion_main, name=f"{device.uri} completion",
                                            daemon=True)
@@ -210,9 +249,13 @@ class Engine:
     # -- the host side ---------------------------------------------------------------------------------
 
     def enqueue(self, op: QueueOp) -> None:
+        action = Action(op, self.adapter.holds(op))
         with self._lock:
-            self._pending.append(Action(op))
+            self._pending.append(action)
             self._inflight += 1
+            if op.kind == "dealloca":
+                key = id(op.buffer)
+                self._deallocs[key] = self._deallocs.get(key, 0) + 1
         self.issue()
 
     def issue(self) -> None:
@@ -220,11 +263,27 @@ class Engine:
         failed, ready = [], []
         with self._lock:
             still = []
+            held = set(self._holding) if self._holding else None  # queues whose later actions wait
+            busy, deallocs = self._busy, self._deallocs
             for action in self._pending:
                 if self._status is not None:
                     failed.append((action, self._status.clone()))
                     continue
-                outcome = self._resolve(action)
+                if held is not None and action.op.queue in held:
+                    still.append(action)  # in-order behind a held action of its queue
+                    continue
+                if action.hold or (deallocs and self._near_dealloca(action)):
+                    outcome = self._held(action)
+                    if outcome is True:
+                        still.append(action)
+                        if held is None:
+                            held = set()
+                        held.add(action.op.queue)
+                        continue
+                else:
+                    outcome = None
+                if outcome is None:
+                    outcome = self._resolve(action)
                 if outcome is False:
                     still.append(action)
                 elif isinstance(outcome, HalError):
@@ -232,6 +291,9 @@ class Engine:
                     self._status = outcome.clone()
                 else:
                     ready.append(action)
+                    queue = action.op.queue
+                    busy[queue] = busy.get(queue, 0) + 1
+                    action.busy = True
             if self._status is not None:  # [H]: the ready list fails with the status too
                 failed.extend((a, self._status.clone()) for a in ready)
                 ready = []
@@ -269,6 +331,33 @@ class Engine:
             with self._lock:  # queued between our last look and the release: its scan saw us issuing
                 if not self._ready:
                     return
+
+    def _held(self, action: Action):
+        """(Holding ``_lock``.) Whether a held action must wait: True while a wait is not reached on
+        the host (or, ``Action.hold``, while an action of its queue is ready, issued or in flight);
+        a failed wait's error; else None (issue it: its waits then resolve on the host)."""
+        unreached = False
+        for sem, value in action.waits:
+            state = sem.poll(value)
+            if isinstance(state, HalError):
+                return state.clone()
+            if not state:
+                unreached = True
+        if unreached or (action.hold and self._busy.get(action.op.queue)):
+            return True
+        return None
+
+    def _near_dealloca(self, action: Action) -> bool:
+        """Whether the action's commands use an allocation a dealloca enqueued before it may release:
+        then it is issued only once its waits are reached on the host (its storage is checked when it
+        runs — Q9: FAILED_PRECONDITION after the dealloca, whatever the timing), not behind user
+        events while the storage is still committed."""
+        deallocs = self._deallocs
+        for cmd in action.op.commands:
+            for rng, _ in cmd.accesses:
+                if id(rng.buffer.root) in deallocs:
+                    return True
+        return False
 
     def _resolve(self, action: Action):
         waits = action.waits
@@ -349,13 +438,16 @@ class Engine:
     def _issue_action(self, action: Action) -> None:
         op, adapter, device = action.op, self.adapter, self.device
         stream = op.queue
-        action.issued_t = op.ready_t = device.now()
-        for event in action.events:
+        if action.issued_t is None:
+            action.issued_t = op.ready_t = device.now()
+        for event in action.events if not action.resume else ():
             adapter.stream_wait(stream, event.handle)
         if op.kind == "alloca":
             run_body(device, op, device.stream_track(stream), device.now)  # storage before any user is issued
         elif op.commands:
-            adapter.submit(stream, action)
+            if adapter.submit(stream, action) is not None:
+                self._issue_prefix(action)
+                return
         last = None
         # A host call's or dealloca's signals come from the host, after its function or decommit
         # (in the completion): no device-signal event is recorded that a later wait could reuse and
@@ -386,7 +478,43 @@ class Engine:
             on_queue = self._queue_issued[stream] = deque()
         on_queue.append(action)      # (before _issued, where the completion thread finds it)
         self._issued.append(action)  # in issue order: issuing is serialized (_issuing)
-        self._completions.put((action, last))
+        # (A sweeping completion thread only needs a wake-up: an item naming the action would keep
+        # it, and the buffers its commands name, alive until that thread next drains its queue.)
+        self._completions.put(True if self._sweeps else (action, last))
+
+    def _issue_prefix(self, action: Action) -> None:
+        """``Adapter.submit`` enqueued the commands before an indirect dispatch that must read what they
+        wrote: a marker after them goes in flight (a _Prefix); the rest is issued once it was reached."""
+        stream = action.op.queue
+        last = self.adapter.record(stream, None)
+        action.native.append(("completion", last))  # (kept with the action: park, timing skips it)
+        prefix = _Prefix(action, last)
+        with self._lock:
+            self._holding.add(stream)
+        on_queue = self._queue_issued.get(stream)
+        if on_queue is None:
+            on_queue = self._queue_issued[stream] = deque()
+        on_queue.append(prefix)
+        self._issued.append(prefix)
+        self._completions.put(True if self._sweeps else (prefix, last))
+
+    def _resume(self, prefix: _Prefix, error: HalError | None) -> None:
+        """The device reached a held action's prefix: issue the rest (from the head of the pending
+        list: everything before it on its queue completed, everything after it waits), or fail it."""
+        action, queue = prefix.action, prefix.op.queue
+        with self._lock:
+            self._holding.discard(queue)
+            if error is None:
+                self._unbusy(action)
+                self._pending.insert(0, action)
+                return
+        self._complete(action, error)
+
+    def _unbusy(self, action: Action) -> None:
+        """(Holding ``_lock``.) The action no longer counts as ready or in flight on its queue."""
+        if action.busy:
+            action.busy = False
+            self._busy[action.op.queue] -= 1
 
     # -- the completion thread ------------------------------------------------------------------------
 
@@ -435,6 +563,9 @@ class Engine:
         issued = self._issued
         while issued and issued[0].done:
             issued.popleft()
+        if type(action) is _Prefix:
+            self._resume(action, error)
+            return
         try:
             self._complete(action, error)
         except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
@@ -587,7 +718,11 @@ class Engine:
             if op.kind == "host_call":  # the function's run; a decommit is its own trace event
                 op.end_t = device.now()
         device.recorder.op_done(op, error)
+        if op.kind == "dealloca" and error is None:
+            self.adapter.forget(op.buffer)
         if error is not None:
+            if action.native or action.last is not None:  # issued: the API may point at its commands
+                self.adapter.park(action)
             if device_error or op.wait_error is not None:
                 self._set_status(error)
             fail_all(device, op, error)
@@ -642,7 +777,16 @@ class Engine:
         for event in released:
             self._release(event)
         action.signal_events = action.events = []
+        action.keep = None
         with self._lock:
+            self._unbusy(action)
+            if op.kind == "dealloca":
+                key = id(op.buffer)
+                left = self._deallocs.get(key, 1) - 1
+                if left:
+                    self._deallocs[key] = left
+                else:
+                    self._deallocs.pop(key, None)
             self._inflight -= 1
             if not self._inflight:
                 self._idle.notify_all()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -113,7 +114,16 @@ class OpenCLAdapter(Adapter):
         self.queues = [cl.CommandQueue(self.context, cl_device, properties=props) for _ in range(queues)]
         self._waits: list[list] = [[] for _ in range(queues)]
         self._tail: list = [None] * queues    # each queue's last enqueued command's event
-        self._buffers: dict[int, tuple] = {}   # id(storage) → (storage, cl.Buffer)
+        self._last: list = [None] * queues    # the same, kept across waits (close waits for it)
+        # id(allocation) → (storage, cl.Buffer): dropped when the allocation is garbage (a finalizer)
+        # or a dealloca decommitted it (forget); enqueued work keeps its entries (Action.keep).
+        self._buffers: dict[int, tuple] = {}
+        # Failed actions' native events, until close: PoCL's notify lists point at an event (no
+        # reference taken) until the events it waits on completed — a user event set later, a marker
+        # of another queue. A command failed through its queue's failed predecessor would otherwise be
+        # freed first, and setting its user event then locked a destroyed mutex (SIGABRT in
+        # pocl_lock_events_inorder).
+        self._parked: list = []
         self.program = cl.Program(self.context, source("cl")).build()
         # Every entry point's cl_kernel now, as IREE resolves every export when it creates an
         # executable: created lazily, PoCL's clCreateKernel made the first dispatch of each entry
@@ -156,8 +166,8 @@ class OpenCLAdapter(Adapter):
             tail = self._tail[stream]
             if tail is not None and not self._waits[stream]:
                 return tail
-            marker = self._tail[stream] = self.cl.enqueue_marker(self.queues[stream],
-                                                                 wait_for=self._wait_list(stream))
+            marker = self._tail[stream] = self._last[stream] = self.cl.enqueue_marker(
+                self.queues[stream], wait_for=self._wait_list(stream))
             self._waits[stream] = []
         return marker
 
@@ -183,23 +193,55 @@ class OpenCLAdapter(Adapter):
 
     # -- work ------------------------------------------------------------------------------------------
 
-    def _buffer(self, rng: Range, what: str):
-        store = rng.buffer.storage(what)
-        key = id(store)
+    def _buffer(self, rng: Range, what: str, keep):
+        root = rng.buffer.root
+        store = root.storage(what)
+        key = id(root)
         entry = self._buffers.get(key)
         if entry is None or entry[0] is not store:
             array = np.frombuffer(store, dtype=np.uint8)
             flags = self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.USE_HOST_PTR
             entry = self._buffers[key] = (store, self.cl.Buffer(self.context, flags, hostbuf=array))
+            weakref.finalize(root, self._buffers.pop, key, None).atexit = False
+        if keep is not None:
+            keep.append(entry)  # the host bytes stay while a command may use them
         return entry[1]
 
-    def submit(self, stream: int, action) -> None:
-        with self._user_lock:
-            self._submit(stream, action)
+    def forget(self, buffer) -> None:
+        entry = self._buffers.get(id(buffer.root))
+        if entry is not None:
+            try:
+                buffer.storage()
+            except HalError:  # decommitted: work in flight keeps its entry (Action.keep)
+                self._buffers.pop(id(buffer.root), None)
 
-    def _submit(self, stream: int, action) -> None:
+    def park(self, action) -> None:
+        self._parked.append((action.native, action.last))
+
+    @staticmethod
+    def holds(op) -> bool:
+        # An indirect dispatch's counts are read on the host when it is enqueued: only once its waits
+        # are reached and its queue completed everything before it (never at submission, behind
+        # user events; never blocking an issuing thread on the device).
+        for cmd in op.commands:
+            if cmd.kind == "dispatch" and isinstance(cmd.args[1], Range):
+                return True
+        return False
+
+    def submit(self, stream: int, action):
+        with self._user_lock:
+            return self._submit(stream, action)
+
+    def _submit(self, stream: int, action):
+        """Enqueue the op's commands from ``action.resume``; return the index of an indirect dispatch
+        that follows commands enqueued here (the engine resumes there once they completed), or None."""
         cl, q = self.cl, self.queues[stream]
-        for cmd in action.op.commands:
+        commands = action.op.commands
+        start = getattr(action, "resume", 0)
+        keep = getattr(action, "keep", None)
+        enqueued = False
+        for position in range(start, len(commands)):
+            cmd = commands[position]
             kind = cmd.kind
             wait = self._wait_list(stream)  # consumed by the first command actually enqueued
             if kind == "fill":
@@ -207,18 +249,18 @@ class OpenCLAdapter(Adapter):
                 if target.length == 0:
                     continue
                 pattern = np.frombuffer(cmd.args, dtype=_PATTERN_DTYPES[len(cmd.args)])
-                ev = cl.enqueue_fill_buffer(q, self._buffer(target, "fill target"), pattern, target.offset,
+                ev = cl.enqueue_fill_buffer(q, self._buffer(target, "fill target", keep), pattern, target.offset,
                                             target.length, wait_for=wait)
             elif kind == "update":
                 target = cmd.accesses[0][0]
                 data = np.frombuffer(bytes(cmd.args), dtype=np.uint8)
-                ev = cl.enqueue_copy(q, self._buffer(target, "update target"), data, dst_offset=target.offset,
+                ev = cl.enqueue_copy(q, self._buffer(target, "update target", keep), data, dst_offset=target.offset,
                                      wait_for=wait, is_blocking=False)
             elif kind == "copy":
                 src, dst = cmd.accesses[0][0], cmd.accesses[1][0]
                 if src.length == 0:
                     continue
-                a, b = self._buffer(src, "copy source"), self._buffer(dst, "copy target")
+                a, b = self._buffer(src, "copy source", keep), self._buffer(dst, "copy target", keep)
                 if src.buffer is dst.buffer and src.offset < dst.offset + dst.length and \
                         dst.offset < src.offset + src.length:
                     ev = self._staged_copy(q, a, src, b, dst, wait)
@@ -226,14 +268,19 @@ class OpenCLAdapter(Adapter):
                     ev = cl.enqueue_copy(q, b, a, byte_count=src.length, src_offset=src.offset,
                                          dst_offset=dst.offset, wait_for=wait)
             elif kind == "dispatch":
-                ev = self._dispatch(q, cmd, wait)
+                if enqueued and isinstance(cmd.args[1], Range):
+                    action.resume = position  # its counts may be what the commands before it write
+                    return position
+                ev = self._dispatch(q, cmd, wait, keep)
                 if ev is None:
                     continue
             else:  # barrier, signal/reset/wait events: an in-order queue already orders everything
                 continue
+            enqueued = True
             self._waits[stream] = []
-            self._tail[stream] = ev.last if isinstance(ev, _Staged) else ev
+            self._tail[stream] = self._last[stream] = ev.last if isinstance(ev, _Staged) else ev
             action.native.append((cmd.index, ev))
+        return None
 
     def _staged_copy(self, q, a, src: Range, b, dst: Range, wait) -> "_Staged":
         """A copy between overlapping ranges of one buffer (which clEnqueueCopyBuffer refuses with
@@ -246,10 +293,12 @@ class OpenCLAdapter(Adapter):
         last = cl.enqueue_copy(q, b, temp, byte_count=src.length, src_offset=0, dst_offset=dst.offset)
         return _Staged(first, last, temp)
 
-    def _dispatch(self, q, cmd, wait):
+    def _dispatch(self, q, cmd, wait, keep=None):
         spec, workgroups, constants, bindings = cmd.args
-        if isinstance(workgroups, Range):  # indirect: read the counts when issued (after earlier work)
-            q.finish()
+        if isinstance(workgroups, Range):
+            # Indirect: the engine issues it only once its waits were reached on the host and its
+            # queue completed everything before it (holds), this op's earlier commands included
+            # (_submit returns before it): the counts in memory are those it executes with.
             workgroups = tuple(np.frombuffer(bytes(workgroups.view("dispatch workgroups")), np.uint32)[:3])
             if 0 in workgroups:
                 return None
@@ -259,7 +308,7 @@ class OpenCLAdapter(Adapter):
         kernel = self.kernels[spec.name]
         args = []
         for b in bindings:
-            args += [self._buffer(b, f"{spec.name} binding"), np.uint32(b.offset)]
+            args += [self._buffer(b, f"{spec.name} binding", keep), np.uint32(b.offset)]
         args += [np.uint32(c & 0xFFFFFFFF) for c in constants] + [np.uint32(n)]
         kernel.set_args(*args)
         return self.cl.enqueue_nd_range_kernel(q, kernel, (n,), None, wait_for=wait)
@@ -282,8 +331,19 @@ class OpenCLAdapter(Adapter):
         except self.cl.Error:
             return None
 
-    def close(self) -> None:
-        self._buffers.clear()  # the engine waited for everything in flight
+    def close(self, timeout: float = 5.0) -> None:
+        """The engine waited for everything in flight and set every user event: wait until each queue's
+        last command is done (PoCL finishes failing a chain on its own threads), then drop the parked
+        events and the buffers. Past ``timeout`` they are left (leaked) rather than freed under PoCL."""
+        deadline = time.monotonic() + timeout
+        pace = Backoff(spin=False)
+        for ev in self._last:
+            while ev is not None and ev.command_execution_status > 0:
+                if time.monotonic() >= deadline:
+                    return
+                pace.wait()
+        self._parked.clear()
+        self._buffers.clear()
 
 
 class _Staged(NamedTuple):
