@@ -102,12 +102,15 @@ class FlowMaps(NamedTuple):
 
 
 def _flow_maps(ix: TraceIndex, lanes) -> FlowMaps:
-    items = {(item.cat, item.ref): item for lane in lanes for item in lane.items}
+    signals = signal_flows(ix)
+    flows = signals + handoff_flows(ix)
+    ends = {key for src, dst, _what, _value in flows for key in (src, dst)}
+    items = {key: item for lane in lanes for item in lane.items
+             if (key := (item.cat, item.ref)) in ends}  # (only the arrows' ends: a 1M-span trace has few)
     out_ids: dict = {}
     in_ids: dict = {}
     in_end_ids: dict = {}
-    signals = signal_flows(ix)
-    for n, (src, dst, _what, _value) in enumerate(signals + handoff_flows(ix), start=1):
+    for n, (src, dst, _what, _value) in enumerate(flows, start=1):
         out_ids.setdefault(src, []).append(n)
         a, b = items.get(src), items.get(dst)
         late = a is not None and b is not None and b.start <= a.start and b.end > b.start
