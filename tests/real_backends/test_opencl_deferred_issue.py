@@ -74,10 +74,7 @@ def test_an_indirect_dispatch_behind_pending_work_returns_and_runs_in_queue_orde
     params, out = _params(dev, (4, 1, 1)), dev.allocator.allocate_buffer(64)
     gate, a, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
     dev.queue_fill([(gate, 1)], [(a, 1)], out, 0, 64, SENTINEL, 4)  # behind a user event on the queue
-    cb = dev.create_command_buffer()
-    cb.begin()
-    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
-    cb.end()
+    cb = _ids_cb(dev, exe, params, out)
     returned = threading.Event()
 
     def submit():
@@ -98,16 +95,27 @@ def test_an_indirect_dispatch_behind_pending_work_returns_and_runs_in_queue_orde
         dev.close()
 
 
-def test_indirect_counts_written_by_the_host_before_the_signal(opencl):
-    dev = opencl
-    exe = dev.load_executable()
-    params, out = _params(dev, (2, 1, 1)), dev.allocator.allocate_buffer(64)
+def _ids_setup(dev, counts):
+    """The builtin executable, a params buffer holding ``counts`` and a 64-byte output of 0xFF bytes."""
+    params, out = _params(dev, counts), dev.allocator.allocate_buffer(64)
     out.map_write(0, bytes([0xFF]) * 64)
-    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    return dev.load_executable(), params, out
+
+
+def _ids_cb(dev, exe, params, out):
+    """A command buffer of one indirect ``write_workgroup_ids`` dispatch, its counts in ``params``."""
     cb = dev.create_command_buffer()
     cb.begin()
     cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
     cb.end()
+    return cb
+
+
+def test_indirect_counts_written_by_the_host_before_the_signal(opencl):
+    dev = opencl
+    exe, params, out = _ids_setup(dev, (2, 1, 1))
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    cb = _ids_cb(dev, exe, params, out)
     dev.queue_execute([(gate, 1)], [(done, 1)], cb)
     params.map_write(0, np.array([16, 1, 1], np.uint32).tobytes())  # the counts it must run with
     gate.signal(1)
@@ -117,16 +125,11 @@ def test_indirect_counts_written_by_the_host_before_the_signal(opencl):
 
 def test_indirect_counts_written_by_an_earlier_op_on_its_queue(opencl):
     dev = opencl
-    exe = dev.load_executable()
-    params, out = _params(dev, (1, 1, 1)), dev.allocator.allocate_buffer(64)
-    out.map_write(0, bytes([0xFF]) * 64)
+    exe, params, out = _ids_setup(dev, (1, 1, 1))
     gate, a, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
     # No semaphore between them: the in-order queue orders the update before the dispatch.
     dev.queue_update([(gate, 1)], [(a, 1)], np.array([6, 1, 1], np.uint32).tobytes(), 0, params, 0, 12)
-    cb = dev.create_command_buffer()
-    cb.begin()
-    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
-    cb.end()
+    cb = _ids_cb(dev, exe, params, out)
     dev.queue_execute([], [(done, 1)], cb)
     gate.signal(1)
     done.wait(1, timeout=WAIT)
@@ -135,14 +138,9 @@ def test_indirect_counts_written_by_an_earlier_op_on_its_queue(opencl):
 
 def test_indirect_counts_written_by_another_queue_it_waits_for(opencl2):
     dev = opencl2
-    exe = dev.load_executable()
-    params, out = _params(dev, (1, 1, 1)), dev.allocator.allocate_buffer(64)
-    out.map_write(0, bytes([0xFF]) * 64)
+    exe, params, out = _ids_setup(dev, (1, 1, 1))
     gate, a, done = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
-    cb = dev.create_command_buffer()
-    cb.begin()
-    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
-    cb.end()
+    cb = _ids_cb(dev, exe, params, out)
     dev.queue_execute([(a, 1)], [(done, 1)], cb, queue_affinity=1)       # consumer first
     dev.queue_update([(gate, 1)], [(a, 1)], np.array([5, 1, 1], np.uint32).tobytes(), 0, params, 0, 12,
                      queue_affinity=2)
@@ -185,10 +183,7 @@ def test_a_failed_wait_fails_a_held_indirect_dispatch_and_what_follows_on_its_qu
     exe = dev.load_executable()
     params, out = _params(dev, (4, 1, 1)), dev.allocator.allocate_buffer(64)
     gate, done, later = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
-    cb = dev.create_command_buffer()
-    cb.begin()
-    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
-    cb.end()
+    cb = _ids_cb(dev, exe, params, out)
     dev.queue_execute([(gate, 1)], [(done, 1)], cb)
     dev.queue_fill([], [(later, 1)], out, 0, 64, 7, 1)  # held behind it (in order)
     assert later.query() == 0
