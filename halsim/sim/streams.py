@@ -46,12 +46,12 @@ from __future__ import annotations
 from collections import deque
 from functools import partial
 
-from reference.hal import HalError, StatusCode
+from reference.hal import QUEUE_AFFINITY_ANY, Device, HalError, StatusCode
 from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
 from reference.trace.trace import expander
 from reference.utils.recorded_events import RecordedEvents, producer_ids
 
-from .device import SimDevice
+from .device import SimDevice, _api
 from .events import Done, Lane, WaitsResolved, call_after
 from .execution import internal_error, quick_body, timed_body
 from .stream_state import Action, Blocked, NativeEvent, Stream
@@ -113,6 +113,7 @@ class StreamDevice(SimDevice):
         for stream in self._streams:  # the callback a stream waiting on an event registers (made once)
             stream.waited = partial(self._stream_waited, stream)
         self._callback_path = Stream(-1, shared, shared)  # the completion path (its callback_free)
+        self._callback_waiting: deque | None = None  # callbacks behind the scheduled one (None: idle)
         # CUDA: issued actions whose host callback has not been scheduled yet, in issue order
         # (one queue: its stream already completes them in issue order)
         self._callback_fifo: deque[Action] | None = \
@@ -142,6 +143,13 @@ class StreamDevice(SimDevice):
         self._arriving -= 1
         self._pending[action.seq] = action
         self._scan((), action)
+
+    @_api()
+    def queue_flush(self, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
+        """IREE's ``queue_flush`` re-runs ``issue()``: a pending action may now find a device-signal
+        event recorded since the last scan (recording one triggers no scan of its own)."""
+        Device.queue_flush(self, queue_affinity=queue_affinity)
+        self._poke(self.now(), None)
 
     def _signal_semaphore(self, sem, value: int, cause: str) -> None:
         super()._signal_semaphore(sem, value, cause)
@@ -600,11 +608,20 @@ class StreamDevice(SimDevice):
         return True
 
     def _callback_after(self, action: Action, error: HalError | None, should_signal: bool) -> None:
-        """Schedule the action's host callback: ``host_fn_ns`` after now, or after the callback before it."""
+        """Queue the action's host callback on the one completion path: ``host_fn_ns`` after now, or
+        after the callback before it has run — and destroyed its unpooled events (``_cleanup``), which
+        is known only then."""
+        if self._callback_waiting is not None:
+            self._callback_waiting.append((action, error, should_signal))
+            return
+        self._callback_waiting = deque()
+        self._callback_next((action, error, should_signal))
+
+    def _callback_next(self, call) -> None:
         env, path = self.env, self._callback_path
         at = max(env._now, path.callback_free) + self.cost.host_fn_ns
         path.callback_free = at
-        call_after(env, at - env._now, self._completes, (action, error, should_signal))
+        call_after(env, at - env._now, self._completes, call)
 
     def _completes(self, call) -> None:
         """The host callback: run a host call, signal or fail on the host, clean up, then scan the
@@ -622,6 +639,11 @@ class StreamDevice(SimDevice):
                 self._callback(action, error, should_signal)
         finally:
             self._completing = None
+            waiting = self._callback_waiting
+            if waiting:
+                self._callback_next(waiting.popleft())
+            else:
+                self._callback_waiting = None  # the path is idle
         if sems:
             self._scan(sems)
 

@@ -200,3 +200,42 @@ def test_a_short_action_issued_after_a_long_one_completes_after_it(make):
     signals = {e["cause"]: e["t"] for e in dev.trace.events("signal")}
     assert done["0:1"] < done["0:0"]
     assert signals["0:1"] == signals["0:0"] + 1_000
+
+
+def test_queue_flush_rescans_and_a_pending_action_reuses_an_event_recorded_since(make):
+    """IREE's queue_flush re-runs issue(): the consumer submitted before its producer finds the event
+    the producer's issue recorded since (a record triggers no scan), instead of waiting for the
+    producer's callback, a host round trip later (queue_flush did nothing)."""
+    dev = make("cuda", cost_model=costs(**{**COSTS, "fill_latency_ns": 100_000}))
+    buf = dev.allocator.allocate_buffer(64)
+    a, b = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_barrier([(a, 1)], [(b, 1)])            # 0:0 pending: nothing recorded for a >= 1
+    dev.queue_fill([], [(a, 1)], buf, 0, 64, 7, 1)   # 0:1 issued at once, its event recorded at 115
+    dev.sleep(0.00001)
+    flushed_at = dev.now()
+    dev.queue_flush()                                # a scan at the flush
+    b.wait(1, WAIT)
+    issues = {e["op"]: e for e in evs(dev, "issue")}
+    assert (issues["0:0"]["start"], issues["0:0"]["events"]) == (flushed_at + 5, 1)  # + wake_ns; 1 CUevent
+    fill_end = next(o["end"] for o in dev.trace.operations() if o["op"] == "0:1")
+    assert issues["0:0"]["t"] < fill_end
+
+
+def test_unpooled_event_destroys_delay_every_later_callback_on_the_one_callback_path(make):
+    """With no pool every callback destroys its action's event (event_destroy_ns on the callback
+    path): callbacks queued behind it start that much later. Only callbacks scheduled after a destroy
+    ran used to pay it, so identical completions were spaced 1000, 1000, 1500, 1000, 1500 ns."""
+    def gaps(capacity):
+        dev = make("cuda", cost_model=costs(**{**COSTS, "fill_latency_ns": 20_000}),
+                   event_pool_capacity=capacity)
+        buf = dev.allocator.allocate_buffer(64)
+        s, g = dev.create_semaphore(), dev.create_semaphore()
+        dev.queue_fill([], [(g, 1)], buf, 0, 64, 7, 1)  # a long op: the barriers' callbacks queue up
+        for v in range(1, 6):
+            dev.queue_barrier([], [(s, v)])
+        s.wait(5, WAIT)
+        times = [e["t"] for e in evs(dev, "signal")]
+        return [b - a for a, b in zip(times, times[1:])]
+
+    assert gaps(32) == [1000] * 5                 # host_fn_ns apart
+    assert gaps(0) == [1000 + 500] * 5            # + event_destroy_ns of the callback before
