@@ -240,6 +240,7 @@ class Engine:
         self._busy: dict[int, int] = {}        # queue → its actions ready, issued or in flight (under _lock)
         self._holding: set[int] = set()        # queues with a _Prefix in flight: later actions wait
         self._deallocs: dict[int, int] = {}    # id(allocation) → deallocas of it enqueued, not completed
+        self._allocas: dict[int, int] = {}     # id(allocation) → allocas of it enqueued, not issued
         self._worker = threading.Thread(target=self._worker_main, name=f"{device.uri} worker", daemon=True)
         self._completer = threading.Thread(target=self._completion_main, name=f"{device.uri} completion",
                                            daemon=True)
@@ -256,6 +257,9 @@ class Engine:
             if op.kind == "dealloca":
                 key = id(op.buffer)
                 self._deallocs[key] = self._deallocs.get(key, 0) + 1
+            elif op.kind == "alloca":
+                key = id(op.buffer)
+                self._allocas[key] = self._allocas.get(key, 0) + 1
         self.issue()
 
     def issue(self) -> None:
@@ -266,13 +270,14 @@ class Engine:
             held = set(self._holding) if self._holding else None  # queues whose later actions wait
             busy, deallocs = self._busy, self._deallocs
             for action in self._pending:
-                if self._status is not None:
+                # (A resumed action — its prefix ran — is issued work, not pending: it completes.)
+                if self._status is not None and not action.resume:
                     failed.append((action, self._status.clone()))
                     continue
                 if held is not None and action.op.queue in held:
                     still.append(action)  # in-order behind a held action of its queue
                     continue
-                if action.hold or (deallocs and self._near_dealloca(action)):
+                if action.hold or ((deallocs or self._allocas) and self._near_dealloca(action)):
                     outcome = self._held(action)
                     if outcome is True:
                         still.append(action)
@@ -294,9 +299,18 @@ class Engine:
                     queue = action.op.queue
                     busy[queue] = busy.get(queue, 0) + 1
                     action.busy = True
+                    if action.hold:
+                        # Later actions of its queue wait until it is issued (its events recorded:
+                        # their waits must not resolve against later actions' events meanwhile, nor
+                        # be issued ahead of the rest of a split command buffer): _issue_action scans
+                        # again then.
+                        self._holding.add(queue)
+                        if held is None:
+                            held = set()
+                        held.add(queue)
             if self._status is not None:  # [H]: the ready list fails with the status too
-                failed.extend((a, self._status.clone()) for a in ready)
-                ready = []
+                failed.extend((a, self._status.clone()) for a in ready if not a.resume)
+                ready = [a for a in ready if a.resume]
             self._pending = still
             # Queued for issue in this scan's order, under the lock the scan held: a scan on another
             # thread queues its ready actions before or after these, never among them.
@@ -348,14 +362,16 @@ class Engine:
         return None
 
     def _near_dealloca(self, action: Action) -> bool:
-        """Whether the action's commands use an allocation a dealloca enqueued before it may release:
-        then it is issued only once its waits are reached on the host (its storage is checked when it
-        runs — Q9: FAILED_PRECONDITION after the dealloca, whatever the timing), not behind user
-        events while the storage is still committed."""
-        deallocs = self._deallocs
+        """Whether the action's commands use an allocation a dealloca enqueued before it may release,
+        or whose alloca is not issued yet (held behind an action of its queue): then it is issued only
+        once its waits are reached on the host — its storage is checked when it runs (Q9:
+        FAILED_PRECONDITION after the dealloca, whatever the timing), not behind user events while
+        the storage is still committed, or not committed yet."""
+        deallocs, allocas = self._deallocs, self._allocas
         for cmd in action.op.commands:
             for rng, _ in cmd.accesses:
-                if id(rng.buffer.root) in deallocs:
+                key = id(rng.buffer.root)
+                if key in deallocs or key in allocas:
                     return True
         return False
 
@@ -419,10 +435,14 @@ class Engine:
             self._issue_ready()
 
     def _issue_guarded(self, action: Action) -> None:
-        """Issue one action; a failure fails it (and, from the API, makes the status sticky)."""
+        """Issue one action; a failure fails it (and, from the API, makes the status sticky). A held
+        action issued whole (or failed) lets the later actions of its queue go: a scan follows."""
         try:
             self._issue_action(action)
+            if action.hold and not self._split(action):
+                self._release_queue(action)
         except HalError as e:
+            self._release_queue(action, scan=False)  # (the scan below, once the failure is recorded)
             # Refused behind a failed event: report the failure it comes from; another API error
             # (an unsupported command, say) stands, unless the op's own wait failed.
             if isinstance(e, WaitFailed):
@@ -433,7 +453,9 @@ class Engine:
             self._fail(action, e)
             self.issue()
         except Exception as e:  # noqa: BLE001 - a backend bug fails the action, never hangs a waiter
+            self._release_queue(action, scan=False)
             self._fail(action, HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}"))
+            self.issue()
 
     def _issue_action(self, action: Action) -> None:
         op, adapter, device = action.op, self.adapter, self.device
@@ -444,6 +466,7 @@ class Engine:
             adapter.stream_wait(stream, event.handle)
         if op.kind == "alloca":
             run_body(device, op, device.stream_track(stream), device.now)  # storage before any user is issued
+            self._alloca_settled(action)
         elif op.commands:
             if adapter.submit(stream, action) is not None:
                 self._issue_prefix(action)
@@ -481,6 +504,29 @@ class Engine:
         # (A sweeping completion thread only needs a wake-up: an item naming the action would keep
         # it, and the buffers its commands name, alive until that thread next drains its queue.)
         self._completions.put(True if self._sweeps else (action, last))
+
+    def _split(self, action: Action) -> bool:
+        """Whether the action's commands were split: its prefix is in flight, the rest to come."""
+        prefix = self._issued[-1] if self._issued else None
+        return type(prefix) is _Prefix and prefix.action is action and not prefix.done
+
+    def _release_queue(self, action: Action, scan: bool = True) -> None:
+        if action.hold:
+            with self._lock:
+                self._holding.discard(action.op.queue)
+            if scan:
+                self.issue()
+
+    def _alloca_settled(self, action: Action) -> None:
+        """An alloca was issued (its storage committed) or failed unissued: users of its buffer go
+        behind user events again."""
+        with self._lock:
+            key = id(action.op.buffer)
+            left = self._allocas.get(key, 1) - 1
+            if left > 0:
+                self._allocas[key] = left
+            else:
+                self._allocas.pop(key, None)
 
     def _issue_prefix(self, action: Action) -> None:
         """``Adapter.submit`` enqueued the commands before an indirect dispatch that must read what they
@@ -778,6 +824,8 @@ class Engine:
             self._release(event)
         action.signal_events = action.events = []
         action.keep = None
+        if op.kind == "alloca" and action.issued_t is None:  # failed before its issue
+            self._alloca_settled(action)
         with self._lock:
             self._unbusy(action)
             if op.kind == "dealloca":

@@ -281,3 +281,77 @@ def test_failing_or_cancelling_a_long_pending_chain_then_close_does_not_abort_po
     for child in children:
         out, err = child.communicate(timeout=120)
         assert (child.returncode, out.strip()) == (0, "survived"), err[-500:]
+
+
+# -- held actions and what follows them (a third adversarial pass) --------------------------------------
+
+def test_a_split_command_buffer_does_not_wait_behind_its_own_consumer(opencl):
+    """[update counts; barrier; indirect dispatch] behind a gate, and a fill on the same queue waiting
+    for its signal: one scan made both ready, the fill was issued behind the split's prefix, and the
+    rest of the command buffer was then held behind the fill, which waited for it: a hang."""
+    dev = opencl
+    exe, params, out = _ids_setup(dev, (1, 1, 1))
+    gate, a, b = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    cb = dev.create_command_buffer()
+    cb.begin()
+    cb.update_buffer(np.array([8, 1, 1], np.uint32).tobytes(), 0, hal.BufferRef(params, 0, 12))
+    cb.execution_barrier(STAGES, STAGES)
+    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
+    cb.end()
+    dev.queue_execute([(gate, 1)], [(a, 1)], cb)
+    dev.queue_fill([(a, 1)], [(b, 1)], out, 32, 32, 7, 4)
+    gate.signal(1)
+    b.wait(1, timeout=WAIT)
+    assert _words(out) == list(range(8)) + [7] * 8
+
+
+def test_waits_behind_a_held_action_resolve_after_it_is_issued(opencl2):
+    """H (held: indirect, gated) signals s=1; A behind it on queue 0 waits s>=1 and signals 2; C on
+    queue 1 waits s>=2 and signals 3. A's wait was resolved in the scan that made H ready, before H's
+    event was recorded: it took C's recorded event for 3, and A and C waited on each other."""
+    dev = opencl2
+    exe, params, out = _ids_setup(dev, (4, 1, 1))
+    other = dev.allocator.allocate_buffer(64)
+    gate, s = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_execute([(gate, 1)], [(s, 1)], _ids_cb(dev, exe, params, out), queue_affinity=1)
+    dev.queue_fill([(s, 1)], [(s, 2)], out, 32, 32, 7, 4, queue_affinity=1)
+    dev.queue_fill([(s, 2)], [(s, 3)], other, 0, 64, 9, 4, queue_affinity=2)
+    gate.signal(1)
+    s.wait(3, timeout=WAIT)
+    assert _words(out) == [0, 1, 2, 3] + [SENTINEL] * 4 + [7] * 8
+
+
+def test_a_transient_whose_alloca_is_held_back_is_used_once_committed(opencl2):
+    """An alloca pending behind a held dispatch of its queue, and a fill of the transient on another
+    queue: the fill was issued behind a user event before the alloca committed the storage, and failed
+    FAILED_PRECONDITION "used before its queue_alloca committed it"."""
+    dev = opencl2
+    exe, params, out = _ids_setup(dev, (4, 1, 1))
+    gate, s, t = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_execute([(gate, 1)], [(s, 1)], _ids_cb(dev, exe, params, out), queue_affinity=1)
+    tmp = dev.queue_alloca([(s, 1)], [(t, 1)], 64, queue_affinity=1)
+    dev.queue_fill([(t, 1)], [(t, 2)], tmp, 0, 64, 0x11, 1, queue_affinity=2)
+    dev.queue_copy([(t, 2)], [(t, 3)], tmp, 0, out, 32, 32, queue_affinity=2)
+    gate.signal(1)
+    t.wait(3, timeout=WAIT)
+    assert _words(out) == [0, 1, 2, 3] + [SENTINEL] * 4 + [0x11111111] * 8
+
+
+def test_a_split_execute_in_flight_completes_when_another_op_fails(opencl2):
+    """Its prefix runs when another queue's op fails the device (sticky): the rest was then failed
+    with that status when it was resumed, though part of it had run — in-flight work completes."""
+    dev = opencl2
+    exe, params, out = _ids_setup(dev, (4, 1, 1))
+    scratch = dev.allocator.allocate_buffer(1 << 20)
+    s, g = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_fill([(g, 1)], [], scratch, 0, 64, 3, 1, queue_affinity=2)   # behind a user event
+    cb = dev.create_command_buffer()
+    cb.begin()
+    cb.dispatch(exe, "spin", (1024, 1, 1), (20000,), (scratch,))
+    cb.execution_barrier(STAGES, STAGES)
+    cb.dispatch(exe, "write_workgroup_ids", hal.BufferRef(params, 0, 12), (), (out,))
+    cb.end()
+    dev.queue_execute([], [(s, 1)], cb, queue_affinity=1)
+    g.fail(hal.StatusCode.DATA_LOSS, "gate failed")
+    s.wait(1, timeout=WAIT)
+    assert s.query() == 1 and _words(out)[:4] == [0, 1, 2, 3]
