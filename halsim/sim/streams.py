@@ -282,6 +282,8 @@ class StreamDevice(SimDevice):
             event = None
             if recorded is not None:
                 event = recorded.find(value)
+                if event is not None and self.wait_policy == "user_event" and _gated(event, action):
+                    event = None
             if event is not None:
                 event.refs += 1
             elif self.wait_policy == "user_event":
@@ -717,6 +719,18 @@ class StreamDevice(SimDevice):
         self._sticky = sticky
         for waits in list(self._user_waits):
             waits.cancel(error.clone())
+
+
+def _gated(event: NativeEvent, action: Action) -> bool:
+    """Whether ``event``'s producer, on another queue, still waits on a user event the host has not
+    set: reusing it could wait on this very action (its consumer submitted first — C waits s>=2 and
+    records s=3; A, to signal s=2, would take C's event for its s>=1 and the two would wait on each
+    other). Refusing only those keeps every reused event one the device reaches without the host (as
+    ``real_backends.common.engine``)."""
+    producer = event.producer
+    if producer is None or producer.op.queue == action.op.queue:
+        return False
+    return any(e.kind == "user" and not e.done.done for e in producer.events)
 
 
 def _device_signals(op: QueueOp) -> tuple:

@@ -387,6 +387,8 @@ class Engine:
                 continue
             recorded = self._recorded.get(sem.id)
             event = recorded.find(value) if recorded is not None else None
+            if event is not None and self._gated(event, action):
+                event = None
             if event is not None:
                 event.refs += 1
             elif self.adapter.wait_policy == "user_event":
@@ -402,6 +404,18 @@ class Engine:
             action.events.append(event)
             waits.pop(0)
         return None
+
+    def _gated(self, event: Event, action: Action) -> bool:
+        """(Holding ``_lock``.) Whether ``event``'s producer, on another queue, still waits on a user
+        event the host has not set: reusing it could wait on this very action (its consumer submitted
+        first: C waits s>=2 and records s=3; A, to signal s=2, would take C's event for its s>=1 and the
+        two wait on each other). Only such events are refused, so by induction every reused event is
+        one the device reaches without the host. (On the same queue, order decides anyway.)"""
+        producer = event.producer
+        if producer is None or producer.op.queue == action.op.queue or not self._unset:
+            return False
+        unset = self._unset
+        return any(e.kind == "user" and unset.get(e, False) for e in producer.events)
 
     def _user_event(self, sem, value: int) -> Event:
         event = Event(self.adapter.create_user_event(), False, sem.id, value, "user")

@@ -355,3 +355,16 @@ def test_a_split_execute_in_flight_completes_when_another_op_fails(opencl2):
     g.fail(hal.StatusCode.DATA_LOSS, "gate failed")
     s.wait(1, timeout=WAIT)
     assert s.query() == 1 and _words(out)[:4] == [0, 1, 2, 3]
+
+
+def test_a_wait_does_not_reuse_the_event_of_its_own_consumer_on_another_queue(opencl2):
+    """As on sim:opencl (tests/halsim/sim/test_sim_opencl.py): C waits s>=2 and records s=3 on queue 1;
+    A on queue 0 waits s>=1 and signals s=2. A took C's event and the two waited on each other."""
+    dev = opencl2
+    buf = dev.allocator.allocate_buffer(64)
+    s = dev.create_semaphore()
+    dev.queue_fill([(s, 2)], [(s, 3)], buf, 0, 32, 9, 1, queue_affinity=2)
+    dev.queue_fill([(s, 1)], [(s, 2)], buf, 32, 32, 7, 1, queue_affinity=1)
+    s.signal(1)
+    s.wait(3, timeout=WAIT)
+    assert bytes(buf.map_read()) == bytes([9]) * 32 + bytes([7]) * 32

@@ -129,3 +129,20 @@ def test_device_concurrency_runs_one_queue_at_a_time(make, concurrency, starts):
     ops = {o["op"]: o for o in dev.trace.operations()}
     assert {k: o["ready"] for k, o in ops.items()} == {"0:0": 2260, "0:1": 2260}
     assert {k: o["start"] for k, o in ops.items()} == starts
+
+
+def test_a_wait_does_not_reuse_the_event_of_its_own_consumer_on_another_queue(make):
+    """C (queue 1, submitted first) waits s>=2 behind a user event and records s=3; A (queue 0) waits
+    s>=1 and signals s=2. Reusing C's recorded event for A's s>=1 made A and C wait on each other (a
+    deadlock local-task does not have): an event whose producer, on another queue, still waits on an
+    unset user event is not reused — A gets a user event the host signal sets."""
+    dev = make("opencl", queues=2)
+    buf = dev.allocator.allocate_buffer(64)
+    s = dev.create_semaphore()
+    dev.queue_fill([(s, 2)], [(s, 3)], buf, 0, 32, 9, 1, queue_affinity=2)   # C
+    dev.queue_fill([(s, 1)], [(s, 2)], buf, 32, 32, 7, 1, queue_affinity=1)  # A
+    s.signal(1)
+    s.wait(3, WAIT)
+    assert buf.map_read() == bytes([9]) * 32 + bytes([7]) * 32
+    (issue_a,) = [e for e in dev.trace.events("issue") if e["op"] == "0:1"]
+    assert issue_a["events"] == 1 and "after" not in issue_a   # a user event, no producer's event
