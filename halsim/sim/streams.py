@@ -282,7 +282,7 @@ class StreamDevice(SimDevice):
             event = None
             if recorded is not None:
                 event = recorded.find(value)
-                if event is not None and self.wait_policy == "user_event" and _gated(event, action):
+                if event is not None and self.wait_policy == "user_event" and self._gated(event, action):
                     event = None
             if event is not None:
                 event.refs += 1
@@ -298,6 +298,26 @@ class StreamDevice(SimDevice):
             action.events.append(event)
             del waits[0]
         return None
+
+    def _gated(self, event: NativeEvent, action: Action) -> bool:
+        """Whether ``event``'s producer, on another queue, or an action before it on that in-order
+        queue, still waits on a user event the host has not set: reusing the event could wait on this
+        very action (its consumer submitted first — C waits s>=2 and records s=3, or P behind C does;
+        A, to signal s=2, would take that event for its s>=1 and wait on C, which waits on A).
+        Refusing only those keeps every reused event one the device reaches without the host (as
+        ``real_backends.common.engine``)."""
+        producer = event.producer
+        if producer is None or producer.op.queue == action.op.queue:
+            return False
+        fifo = self._streams[producer.op.queue].fifo  # issued, not ended, in queue order
+        if producer not in fifo:
+            return False  # ended on the device: its event is reached or about to be
+        for earlier in fifo:
+            if any(e.kind == "user" and not e.done.done for e in earlier.events):
+                return True
+            if earlier is producer:
+                return False
+        return False
 
     def _user_event(self, sem, value: int) -> NativeEvent:
         waits = WaitsResolved(self, [(sem, value)])
@@ -719,18 +739,6 @@ class StreamDevice(SimDevice):
         self._sticky = sticky
         for waits in list(self._user_waits):
             waits.cancel(error.clone())
-
-
-def _gated(event: NativeEvent, action: Action) -> bool:
-    """Whether ``event``'s producer, on another queue, still waits on a user event the host has not
-    set: reusing it could wait on this very action (its consumer submitted first — C waits s>=2 and
-    records s=3; A, to signal s=2, would take C's event for its s>=1 and the two would wait on each
-    other). Refusing only those keeps every reused event one the device reaches without the host (as
-    ``real_backends.common.engine``)."""
-    producer = event.producer
-    if producer is None or producer.op.queue == action.op.queue:
-        return False
-    return any(e.kind == "user" and not e.done.done for e in producer.events)
 
 
 def _device_signals(op: QueueOp) -> tuple:

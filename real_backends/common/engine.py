@@ -246,16 +246,26 @@ class Engine:
         return None
 
     def _gated(self, event: Event, action: Action) -> bool:
-        """(Holding ``_lock``.) Whether ``event``'s producer, on another queue, still waits on a user
-        event the host has not set: reusing it could wait on this very action (its consumer submitted
-        first: C waits s>=2 and records s=3; A, to signal s=2, would take C's event for its s>=1 and the
-        two wait on each other). Only such events are refused, so by induction every reused event is
-        one the device reaches without the host. (On the same queue, order decides anyway.)"""
+        """(Holding ``_lock``.) Whether ``event``'s producer, on another queue, or an action before it
+        on that in-order queue, still waits on a user event the host has not set: reusing the event
+        could wait on this very action (its consumer submitted first: C waits s>=2 and records s=3 —
+        or P behind C records it; A, to signal s=2, would take that event for its s>=1 and wait on C,
+        which waits on A). Only such events are refused, so by induction every reused event is one
+        the device reaches without the host. (On the same queue, order decides anyway.)"""
         producer = event.producer
         if producer is None or producer.op.queue == action.op.queue or not self._unset:
             return False
         unset = self._unset
-        return any(e.kind == "user" and unset.get(e, False) for e in producer.events)
+        # (a snapshot: the issuing thread appends to the deque without this lock)
+        on_queue = tuple(self._queue_issued.get(producer.op.queue, ()))
+        if producer not in on_queue:  # completed (its event reached), or being issued right now:
+            return not producer.done  # then its queue is not known to be clear (a host round trip more)
+        for earlier in on_queue:
+            if any(e.kind == "user" and unset.get(e, False) for e in earlier.events):
+                return True
+            if earlier is producer:
+                return False
+        return False
 
     def _user_event(self, sem, value: int) -> Event:
         event = Event(self.adapter.create_user_event(), False, sem.id, value, "user")

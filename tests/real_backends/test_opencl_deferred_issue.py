@@ -368,3 +368,16 @@ def test_a_wait_does_not_reuse_the_event_of_its_own_consumer_on_another_queue(op
     s.signal(1)
     s.wait(3, timeout=WAIT)
     assert bytes(buf.map_read()) == bytes([9]) * 32 + bytes([7]) * 32
+
+
+def test_a_wait_does_not_reuse_an_event_recorded_behind_its_own_consumer(opencl2):
+    """As on sim:opencl: P behind C on queue 1 records s=3; A on queue 0 must not wait on it."""
+    dev = opencl2
+    buf = dev.allocator.allocate_buffer(64)
+    s, x = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_fill([(s, 2)], [(x, 1)], buf, 0, 16, 9, 1, queue_affinity=2)
+    dev.queue_fill([], [(s, 3)], buf, 16, 16, 8, 1, queue_affinity=2)
+    dev.queue_fill([(s, 1)], [(s, 2)], buf, 32, 32, 7, 1, queue_affinity=1)
+    s.signal(1)
+    dev.wait_semaphores(hal.WaitMode.ALL, [(s, 3), (x, 1)], WAIT)
+    assert bytes(buf.map_read()) == bytes([9]) * 16 + bytes([8]) * 16 + bytes([7]) * 32

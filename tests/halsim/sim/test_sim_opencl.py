@@ -146,3 +146,18 @@ def test_a_wait_does_not_reuse_the_event_of_its_own_consumer_on_another_queue(ma
     assert buf.map_read() == bytes([9]) * 32 + bytes([7]) * 32
     (issue_a,) = [e for e in dev.trace.events("issue") if e["op"] == "0:1"]
     assert issue_a["events"] == 1 and "after" not in issue_a   # a user event, no producer's event
+
+
+def test_a_wait_does_not_reuse_an_event_recorded_behind_its_own_consumer(make):
+    """P (queue 1, no waits, signals s=3) sits behind C (waits s>=2) on its in-order queue; A on queue 0
+    waits s>=1 and signals s=2. P's event is reached only after C, which waits on A: reusing it for A's
+    s>=1 deadlocked, though P itself waits on no user event."""
+    dev = make("opencl", queues=2)
+    buf = dev.allocator.allocate_buffer(64)
+    s, x = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_fill([(s, 2)], [(x, 1)], buf, 0, 16, 9, 1, queue_affinity=2)   # C
+    dev.queue_fill([], [(s, 3)], buf, 16, 16, 8, 1, queue_affinity=2)       # P
+    dev.queue_fill([(s, 1)], [(s, 2)], buf, 32, 32, 7, 1, queue_affinity=1)  # A
+    s.signal(1)
+    dev.wait_semaphores(hal.WaitMode.ALL, [(s, 3), (x, 1)], WAIT)
+    assert buf.map_read() == bytes([9]) * 16 + bytes([8]) * 16 + bytes([7]) * 32
