@@ -117,7 +117,7 @@ class Engine:
                 if held is not None and action.op.queue in held:
                     still.append(action)  # in-order behind a held action of its queue
                     continue
-                if action.hold or ((deallocs or self._allocas) and self._near_dealloca(action)):
+                if action.hold or ((deallocs or self._allocas) and self._near_transient(action)):
                     outcome = self._held(action)
                     if outcome is True:
                         still.append(action)
@@ -201,7 +201,7 @@ class Engine:
             return True
         return None
 
-    def _near_dealloca(self, action: Action) -> bool:
+    def _near_transient(self, action: Action) -> bool:
         """Whether the action's commands use an allocation a dealloca enqueued before it may release,
         or whose alloca is not issued yet (held behind an action of its queue): then it is issued only
         once its waits are reached on the host — its storage is checked when it runs (Q9:

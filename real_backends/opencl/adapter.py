@@ -237,8 +237,7 @@ class OpenCLAdapter(Adapter):
         that follows commands enqueued here (the engine resumes there once they completed), or None."""
         cl, q = self.cl, self.queues[stream]
         commands = action.op.commands
-        start = getattr(action, "resume", 0)
-        keep = getattr(action, "keep", None)
+        start, keep = action.resume, action.keep
         enqueued = False
         for position in range(start, len(commands)):
             cmd = commands[position]

@@ -23,6 +23,7 @@ class _Action:
     def __init__(self, commands):
         self.op = type("Op", (), {"commands": commands})()
         self.native = []
+        self.resume, self.keep = 0, None  # (the engine's Action: submit from the first command, keep nothing)
 
 
 def test_signal_event_is_the_last_commands_event_unless_a_wait_follows(opencl):

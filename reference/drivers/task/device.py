@@ -53,12 +53,7 @@ class TaskDevice(Device):
                 execute_ready_op(self, op, self.recorder.track("host", f"host thread {op.thread}"))
                 raise state.clone()
         op.pending = len(op.wait) + 1  # +1 guards against dispatch while timepoints are being added
-        with self._lock:
-            stopping = self._stopping
-            if not stopping:
-                self._pending.add(op)
-        if stopping:
-            self._cancel(op)
+        if not self._admit(op, self._pending.add):
             return
         for sem, value in op.wait:
             sem.add_timepoint(value, lambda error, op=op: self._resolve_wait(op, error))
@@ -89,16 +84,21 @@ class TaskDevice(Device):
         does not recurse.
         """
         if op.kind != "barrier":
-            # Under the lock close() stops the workers with: an op is queued ahead of their stop
-            # markers (and runs), or close() has begun and it is cancelled here.
-            with self._lock:
-                stopping = self._stopping
-                if not stopping:
-                    self._ready.put(op)
-            if stopping:
-                self._cancel(op)
+            self._admit(op, self._ready.put)
             return
         self._retire_inline(op)
+
+    def _admit(self, op: QueueOp, into) -> bool:
+        """``into(op)`` under the lock close() stops the workers with — so an op is pending or queued
+        ahead of their stop markers (and runs), or close() has begun and it is cancelled here, on
+        this thread (False)."""
+        with self._lock:
+            stopping = self._stopping
+            if not stopping:
+                into(op)
+        if stopping:
+            self._cancel(op)
+        return not stopping
 
     def _cancel(self, op: QueueOp) -> None:
         """Retire an op that close() overtook: its signals fail with CANCELLED, on this thread."""
