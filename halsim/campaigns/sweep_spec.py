@@ -1,0 +1,222 @@
+"""The ``halsim sweep`` spec: the TOML document's fields, validated, and the points it names
+(``docs/campaigns.md``; the format is in :mod:`halsim.campaigns.sweep`'s docstring).
+
+>>> spec = parse_spec({"program": {"generator": {"size": 4}}, "grid": {"queues": [1, 2], "seed": [0]}})
+>>> spec.params, [point_key(p) for p in spec.points]
+(['queues', 'seed'], ['{"queues":1,"seed":0}', '{"queues":2,"seed":0}'])
+>>> parse_spec({"program": {"generator": {}}, "grid": {"gen.nope": [1]}})
+Traceback (most recent call last):
+...
+halsim.campaigns.executor.CampaignError: <spec>: grid.gen.nope: 'gen.nope': unknown generator knob (expected one of: seed, size, drop_sync, queues, timelines, gates, fail_prob, wait_before_signal)
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import tomllib
+
+from .executor import CampaignError
+
+METRICS = {
+    "makespan": ["makespan_ns", "ops", "commands", "failed_ops"],
+    "utilization": ["utilization_mean", "utilization_max", "utilization"],
+    "findings": ["findings", "findings_deadlock", "findings_hazard", "findings_lifetime", "findings_semaphore",
+                 "findings_limit", "rules"],
+    "semaphores": ["semaphores", "peak_pending_waits"],
+    "pool": ["peak_events_in_use", "unpooled_events"],
+    "errors": ["errors", "deadlocked"],
+}
+DEFAULT_METRICS = list(METRICS)
+SPEC_KEYS = ("program", "device", "grid", "sample", "metrics", "plot", "description")
+
+
+class Spec:
+    def __init__(self, payload, points, params, metrics, plot, path):
+        self.payload = payload      # what every worker needs to run a point (picklable)
+        self.points = points        # [{param: value}]
+        self.params = params        # parameter names, sorted
+        self.metrics = metrics
+        self.plot = plot
+        self.path = path
+
+    @property
+    def columns(self) -> list[str]:
+        return ["key"] + self.params + [c for m in self.metrics for c in METRICS[m]] + ["error", "wall_s"]
+
+
+def point_key(params: dict) -> str:
+    """The point's parameters as canonical JSON (sorted keys, no spaces): the resume key."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def load_spec(path: str) -> Spec:
+    if not os.path.isfile(path):
+        raise CampaignError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.loads(f.read().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise CampaignError(f"{path}: not valid TOML: {e}") from None
+    return parse_spec(doc, path)
+
+
+def _fail(path, where, reason):
+    raise CampaignError(f"{path}: {where}: {reason}")
+
+
+def _values(path, where, v):
+    if not isinstance(v, list) or not v:
+        _fail(path, where, "expected a non-empty list of values")
+    for x in v:
+        if not isinstance(x, (int, float, str, bool)):
+            _fail(path, where, f"values must be numbers, strings or booleans, got {type(x).__name__}")
+    return v
+
+
+def _check_param(path, where, name, program_kind):
+    if not isinstance(name, str) or not name:
+        _fail(path, where, "parameter names must be non-empty strings")
+    if name.startswith("gen.") and program_kind != "generator":
+        _fail(path, where, f"{name!r}: gen.* parameters need [program] generator")
+    if name.startswith("cost."):
+        from halsim.sim.cost_model import DEFAULTS
+        if name[5:] not in DEFAULTS:
+            _fail(path, where, f"{name!r}: unknown cost model field {name[5:]!r}")
+    if name.startswith("gen."):
+        if name[4:] not in GEN_KNOBS:
+            _fail(path, where, f"{name!r}: unknown generator knob (expected one of: {', '.join(GEN_KNOBS)})")
+
+
+GEN_KNOBS = ("seed", "size", "drop_sync", "queues", "timelines", "gates", "fail_prob", "wait_before_signal")
+
+
+def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
+    """Validate a spec document; :class:`CampaignError` ``path: field: reason`` on any problem."""
+    base = os.path.dirname(os.path.abspath(path)) if path != "<spec>" else os.getcwd()
+    for k in doc:
+        if k not in SPEC_KEYS:
+            _fail(path, k, f"unknown field (expected one of: {', '.join(SPEC_KEYS)})")
+    prog = doc.get("program")
+    if not isinstance(prog, dict) or len([k for k in ("schedule", "python", "generator") if k in prog]) != 1 \
+            or set(prog) - {"schedule", "python", "generator"}:
+        _fail(path, "program", "expected exactly one of schedule = FILE, python = 'file.py:function', "
+                                "generator = {knobs}")
+    dev = doc.get("device", {})
+    if not isinstance(dev, dict) or set(dev) - {"uri", "options", "cost_model"}:
+        _fail(path, "device", "expected a table with uri, options, cost_model")
+    uri = dev.get("uri")
+    if uri is not None and not isinstance(uri, str):
+        _fail(path, "device.uri", "expected a string")
+    options = dev.get("options", {})
+    cost = dev.get("cost_model", {})
+    if not isinstance(options, dict):
+        _fail(path, "device.options", "expected a table")
+    if not isinstance(cost, dict):
+        _fail(path, "device.cost_model", "expected a table of cost-model fields")
+    if "schedule" in prog:
+        from halsim.schedule import ScheduleError, load_schedule
+        file = prog["schedule"]
+        if not isinstance(file, str):
+            _fail(path, "program.schedule", "expected a file name")
+        file = os.path.join(base, file)
+        try:
+            with open(file, "rb") as f:
+                raw = f.read()
+            load_schedule(file)
+            sdoc = tomllib.loads(raw.decode()) if file.endswith(".toml") else json.loads(raw)
+        except (OSError, ScheduleError) as e:
+            _fail(path, "program.schedule", str(e))
+        payload = {"kind": "schedule", "doc": sdoc, "file": file}
+        kind = "schedule"
+    elif "python" in prog:
+        spec = prog["python"]
+        if not isinstance(spec, str):
+            _fail(path, "program.python", "expected 'file.py[:function]'")
+        file, _, func = spec.partition(":")
+        file = os.path.join(base, file)
+        if not file.endswith(".py") or not os.path.isfile(file):
+            _fail(path, "program.python", f"{file!r}: no such .py file")
+        with open(file, encoding="utf-8") as f:
+            payload = {"kind": "python", "source": f.read(), "func": func or "main", "file": file}
+        kind = "python"
+    else:
+        knobs = prog["generator"]
+        if not isinstance(knobs, dict):
+            _fail(path, "program.generator", "expected a table of knobs")
+        for k in knobs:
+            if k not in GEN_KNOBS:
+                _fail(path, f"program.generator.{k}", f"unknown knob (expected one of: {', '.join(GEN_KNOBS)})")
+        payload = {"kind": "generator", "knobs": dict(knobs)}
+        kind = "generator"
+    payload.update(uri=uri, options=dict(options), cost=dict(cost))
+
+    points: list[dict] = []
+    grid = doc.get("grid")
+    sample = doc.get("sample")
+    if grid is None and sample is None:
+        grid = {"seed": [0]}
+    if grid is not None:
+        if not isinstance(grid, dict) or not grid:
+            _fail(path, "grid", "expected a table of parameter = [values]")
+        names = list(grid)
+        for n in names:
+            _check_param(path, f"grid.{n}", n, kind)
+            _values(path, f"grid.{n}", grid[n])
+        points += [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
+    if sample is not None:
+        if not isinstance(sample, dict) or set(sample) - {"n", "seed", "params"}:
+            _fail(path, "sample", "expected a table with n, seed, params")
+        n = sample.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            _fail(path, "sample.n", f"expected an integer >= 1, got {n!r}")
+        params = sample.get("params")
+        if not isinstance(params, dict) or not params:
+            _fail(path, "sample.params", "expected a table of parameter = [choices] or {min, max}")
+        rng = random.Random(sample.get("seed", 0))
+        for name, dom in params.items():
+            _check_param(path, f"sample.params.{name}", name, kind)
+            if isinstance(dom, dict):
+                if set(dom) != {"min", "max"} or not all(isinstance(dom[k], (int, float)) and not isinstance(dom[k], bool)
+                                                          for k in dom) or dom["min"] > dom["max"]:
+                    _fail(path, f"sample.params.{name}", "expected {min = A, max = B} with A <= B")
+            else:
+                _values(path, f"sample.params.{name}", dom)
+        for _ in range(n):
+            pt = {}
+            for name, dom in params.items():
+                if isinstance(dom, list):
+                    pt[name] = rng.choice(dom)
+                elif isinstance(dom["min"], int) and isinstance(dom["max"], int):
+                    pt[name] = rng.randint(dom["min"], dom["max"])
+                else:
+                    pt[name] = round(rng.uniform(dom["min"], dom["max"]), 6)
+            points.append(pt)
+    seen, unique = set(), []
+    for pt in points:
+        k = point_key(pt)
+        if k not in seen:
+            seen.add(k)
+            unique.append(pt)
+    params = sorted({n for pt in unique for n in pt})
+    metrics = doc.get("metrics", DEFAULT_METRICS)
+    if not isinstance(metrics, list) or not metrics:
+        _fail(path, "metrics", f"expected a list of: {', '.join(METRICS)}")
+    for m in metrics:
+        if m not in METRICS:
+            _fail(path, "metrics", f"unknown metric {m!r} (expected: {', '.join(METRICS)})")
+    plot = doc.get("plot", {})
+    if not isinstance(plot, dict) or set(plot) - {"x", "y", "hue"}:
+        _fail(path, "plot", "expected a table with x, y, hue")
+    columns = [c for m in metrics for c in METRICS[m]]
+    plot = {"x": plot.get("x", params[0] if params else None),
+            "y": plot.get("y", "makespan_ns" if "makespan_ns" in columns else columns[0]),
+            "hue": plot.get("hue", params[1] if len(params) > 1 else None)}
+    for k in ("x", "hue"):
+        if plot[k] is not None and plot[k] not in params:
+            _fail(path, f"plot.{k}", f"{plot[k]!r} is not a parameter (parameters: {', '.join(params)})")
+    if plot["y"] not in columns:
+        _fail(path, "plot.y", f"{plot['y']!r} is not a metric column (columns: {', '.join(columns)})")
+    return Spec(payload, unique, params, list(metrics), plot, path)
