@@ -22,8 +22,8 @@
   were rejected: ``cuMemHostRegister`` on the ``bytearray`` pins whole pages, which neighbouring Python
   objects share (double registration fails, and freed pages stay pinned); asynchronous mirroring needs
   stream-ordered host copies (``cuLaunchHostFunc`` into Python) — a possible later optimisation.
-* **Commands**: fill → ``cuMemsetD8/D16/D32Async`` (the HAL requires offset and length to be multiples
-  of the pattern length, and ``cuMemAlloc`` memory is 256-byte aligned, so the element alignment holds);
+* **Commands**: fill → ``cuMemsetD8/D16/D32Async`` (aligned to the pattern where the range starts off
+  it: a subspan or binding at an odd byte, ``_fill``);
   update → ``cuMemcpyHtoDAsync`` from the bytes captured at record time; copy → ``cuMemcpyDtoDAsync``
   (overlapping ranges of one allocation — binding-table slots aliasing it — are staged, as on OpenCL:
   source → a ``cuMemAlloc`` scratch → target, two copies in stream order, one command whose span runs
@@ -341,6 +341,23 @@ class CudaAdapter(Adapter):
                 self.destroy_event(ev)
             self.destroy_event(anchor)
 
+    def _fill(self, ptr: int, pattern: bytes, length: int, s) -> None:
+        """``cuMemsetD16/D32Async`` need a 2/4-byte aligned pointer: a range that starts elsewhere — a
+        subspan or binding starting at an odd byte, which the HAL allows (CB13 checks the reference's
+        own offset) — is its bytes up to the next aligned address one ``cuMemsetD8Async`` each, the
+        pattern rotated to start there over the whole patterns, and the bytes after them one each."""
+        cu, k = self.cu, len(pattern)
+        fns = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}
+        head = min((-ptr) % k, length)
+        body = (length - head) // k * k
+        for i in range(head):
+            check(cu.cuMemsetD8Async(ptr + i, pattern[i % k], 1, s), "cuMemsetD8Async")
+        if body:
+            rotated = pattern[head % k:] + pattern[:head % k]
+            fn = fns[k]
+            check(fn(ptr + head, int.from_bytes(rotated, "little"), body // k, s), fn.__name__)
+        for i in range(head + body, length):
+            check(cu.cuMemsetD8Async(ptr + i, pattern[i % k], 1, s), "cuMemsetD8Async")
     def _enqueue(self, s, cmd, keep: list, staged: dict | None = None, scratch: list | None = None) -> bool:
         """Enqueue one command on stream ``s``; False when it has nothing to do on the device.
 
@@ -352,12 +369,7 @@ class CudaAdapter(Adapter):
             target = cmd.accesses[0][0]
             if target.length == 0:
                 return False
-            pattern = bytes(cmd.args)
-            ptr = self._device_ptr(target, "fill target") + target.offset
-            value = int.from_bytes(pattern, "little")
-            count = target.length // len(pattern)
-            fn = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}[len(pattern)]
-            check(fn(ptr, value, count, s), fn.__name__)
+            self._fill(self._device_ptr(target, "fill target") + target.offset, bytes(cmd.args), target.length, s)
         elif kind == "update":
             target = cmd.accesses[0][0]
             data = bytes(cmd.args)

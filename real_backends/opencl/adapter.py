@@ -247,9 +247,7 @@ class OpenCLAdapter(Adapter):
                 target = cmd.accesses[0][0]
                 if target.length == 0:
                     continue
-                pattern = np.frombuffer(cmd.args, dtype=_PATTERN_DTYPES[len(cmd.args)])
-                ev = cl.enqueue_fill_buffer(q, self._buffer(target, "fill target", keep), pattern, target.offset,
-                                            target.length, wait_for=wait)
+                ev = self._fill(q, self._buffer(target, "fill target", keep), bytes(cmd.args), target, wait, keep)
             elif kind == "update":
                 target = cmd.accesses[0][0]
                 data = np.frombuffer(bytes(cmd.args), dtype=np.uint8)
@@ -280,6 +278,35 @@ class OpenCLAdapter(Adapter):
             self._tail[stream] = self._last[stream] = ev.last if isinstance(ev, _Staged) else ev
             action.native.append((cmd.index, ev))
         return None
+
+    def _fill(self, q, buf, pattern: bytes, target: Range, wait, keep):
+        """A fill; clEnqueueFillBuffer needs its offset (in the allocation) and size to be multiples of
+        the pattern's: a range that starts elsewhere — a subspan or a binding starting at an odd byte,
+        which the HAL allows (CB13 checks the reference's own offset) — is written as the bytes up to
+        the next multiple, a fill with the pattern rotated to start there, and the bytes after the
+        last whole pattern (in order on the in-order queue: one command, as a staged copy)."""
+        cl, k, offset, length = self.cl, len(pattern), target.offset, target.length
+        if offset % k == 0 and length % k == 0:
+            return cl.enqueue_fill_buffer(q, buf, np.frombuffer(pattern, _PATTERN_DTYPES[k]), offset, length,
+                                          wait_for=wait)
+        head = min((-offset) % k, length)
+        body = (length - head) // k * k
+        events = []
+        for start, size, fill in ((0, head, False), (head, body, True), (head + body, length - head - body, False)):
+            if not size:
+                continue
+            rotated = pattern[start % k:] + pattern[:start % k]
+            if fill:
+                ev = cl.enqueue_fill_buffer(q, buf, np.frombuffer(rotated, _PATTERN_DTYPES[k]), offset + start,
+                                            size, wait_for=wait if not events else None)
+            else:
+                data = np.frombuffer((rotated * (size // k + 1))[:size], np.uint8)
+                if keep is not None:
+                    keep.append(data)
+                ev = cl.enqueue_copy(q, buf, data, dst_offset=offset + start, is_blocking=False,
+                                     wait_for=wait if not events else None)
+            events.append(ev)
+        return events[0] if len(events) == 1 else _Staged(events[0], events[-1], None)
 
     def _staged_copy(self, q, a, src: Range, b, dst: Range, wait) -> "_Staged":
         """A copy between overlapping ranges of one buffer (which clEnqueueCopyBuffer refuses with
@@ -346,8 +373,9 @@ class OpenCLAdapter(Adapter):
 
 
 class _Staged(NamedTuple):
-    """The two enqueued copies of a staged copy (one command: from the first's start to the last's
-    end), and the temporary buffer, kept until the action completes."""
+    """The first and last of the commands one HAL command was enqueued as (a staged copy, a fill that
+    starts off its pattern's alignment: from the first's start to the last's end), and a temporary
+    buffer (or None), kept until the action completes."""
 
     first: object
     last: object

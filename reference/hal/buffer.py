@@ -250,6 +250,7 @@ class Buffer:
     def map_fill(self, offset: int, length: int, pattern: int, pattern_length: int) -> None:
         pat = check_pattern(pattern, pattern_length)
         if length == 0:
+            _int_arg(offset, "map_fill offset")
             return
         store, start, length = self._map(MemoryAccess.DISCARD_WRITE, offset, length, "map_fill")
         if (start - self._offset) % pattern_length or length % pattern_length:
@@ -273,22 +274,46 @@ class Buffer:
         access = MemoryAccess(access)
         store, start, length = self._map(access, offset, length, "map_range")
         # The mapping's whole range, at the map: what the host then does through it is not seen.
-        self._host_access(start, length, "w" if access & (MemoryAccess.WRITE | MemoryAccess.DISCARD) else "r")
-        return Mapping(self, memoryview(store)[start:start + length])
+        writes = bool(access & (MemoryAccess.WRITE | MemoryAccess.DISCARD))
+        self._host_access(start, length, "w" if writes else "r")
+        contents = memoryview(store)[start:start + length]
+        return Mapping(self, contents if writes else contents.toreadonly(), access)
 
 
 class Mapping:
-    """A scoped host mapping of a buffer range (IREE ``iree_hal_buffer_mapping_t``); a context manager."""
+    """A scoped host mapping of a buffer range (IREE ``iree_hal_buffer_mapping_t``); a context manager.
 
-    __slots__ = ("buffer", "contents")
+    ``contents`` is a memoryview of the range, read-only unless the mapping's access allows writes.
 
-    def __init__(self, buffer: Buffer, contents: memoryview):
+    >>> from reference import hal
+    >>> dev = hal.create_device("local-sync")
+    >>> m = dev.allocator.allocate_buffer(16).map_range(hal.MemoryAccess.READ)
+    >>> m.contents.readonly, m.invalidate()
+    (True, None)
+    >>> m.flush()
+    Traceback (most recent call last):
+    ...
+    reference.hal.status.HalError: PERMISSION_DENIED: flush: buffer allows access <MemoryAccess.READ: 1>, operation needs <MemoryAccess.WRITE: 2>
+    """
+
+    __slots__ = ("buffer", "contents", "access")
+
+    def __init__(self, buffer: Buffer, contents: memoryview, access: MemoryAccess = MemoryAccess.ALL):
         self.buffer = buffer
         self.contents = contents
+        self.access = access
 
     def flush(self, offset: int = 0, length: int = WHOLE_BUFFER) -> None:
-        """Publish host writes (memory is coherent here: only the range is checked)."""
+        """Publish host writes (IREE ``iree_hal_buffer_mapping_flush_range``: the mapping must allow
+        WRITE; memory is coherent here, so only the access and the range are checked)."""
+        validate_access(self.access, MemoryAccess.WRITE, "flush")
         calculate_range(len(self.contents), offset, length, "flush")
+
+    def invalidate(self, offset: int = 0, length: int = WHOLE_BUFFER) -> None:
+        """Make device writes visible to the host (``iree_hal_buffer_mapping_invalidate_range``: the
+        mapping must allow READ; coherent here, so only the access and the range are checked)."""
+        validate_access(self.access, MemoryAccess.READ, "invalidate")
+        calculate_range(len(self.contents), offset, length, "invalidate")
 
     def unmap(self) -> None:
         self.contents.release()
@@ -306,9 +331,12 @@ def buffer_map_copy(source: Buffer, source_offset: int, target: Buffer, target_o
         if not isinstance(b, Buffer):
             raise HalError(StatusCode.INVALID_ARGUMENT, f"{name} must be a Buffer, got {type(b).__name__}")
     if length == 0:
+        _int_arg(source_offset, "map_copy source offset")
+        _int_arg(target_offset, "map_copy target offset")
         return
-    s_store, s_start, length = source._map(MemoryAccess.READ, source_offset, length, "map_copy source")
-    t_store, t_start, length = target._map(MemoryAccess.DISCARD_WRITE, target_offset, length, "map_copy target")
+    s_store, s_start, s_length = source._map(MemoryAccess.READ, source_offset, length, "map_copy source")
+    t_store, t_start, t_length = target._map(MemoryAccess.DISCARD_WRITE, target_offset, length, "map_copy target")
+    length = min(s_length, t_length)  # (equal unless WHOLE_BUFFER, which means the shorter of the two)
     if source._root is target._root and s_start < t_start + length and t_start < s_start + length:
         raise HalError(StatusCode.INVALID_ARGUMENT, "map_copy source and target ranges overlap")
     t_store[t_start:t_start + length] = s_store[s_start:s_start + length]

@@ -428,7 +428,7 @@ class CommandBuffer:
             if need.max_end > b_len:
                 raise HalError(StatusCode.OUT_OF_RANGE, f"{what}: commands use [0, {need.max_end}) of a binding "
                                f"of length {b_len}")
-            if (buf.byte_offset + b_off) % need.alignment:
+            if b_off % need.alignment:  # (CB13: the binding's offset, not where its buffer starts)
                 raise HalError(StatusCode.INVALID_ARGUMENT, f"{what}: offset {b_off} not aligned to {need.alignment}")
         return table
 

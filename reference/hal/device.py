@@ -358,9 +358,11 @@ class Device:
                            f"command_buffer must be a CommandBuffer or None, got {type(command_buffer).__name__}")
         if command_buffer.device is not self:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"command buffer {command_buffer.id} belongs to another device")
-        if wait and int(command_buffer.mode) & _INLINE:  # int(): IntFlag's & costs a microsecond
-            raise HalError(StatusCode.INVALID_ARGUMENT,
-                           f"inline command buffer {command_buffer.id} submitted with a wait list")
+        if int(command_buffer.mode) & _INLINE:  # int(): IntFlag's & costs a microsecond
+            wait = check_timepoints(self, wait, "wait")  # (an iterator: is it empty?)
+            if wait:
+                raise HalError(StatusCode.INVALID_ARGUMENT,
+                               f"inline command buffer {command_buffer.id} submitted with a wait list")
         commands = command_buffer.resolve(binding_table)
         fields = command_buffer.submit_fields  # one dict per command buffer (ops only read their fields)
         if fields is None or fields["commands"] != len(commands):

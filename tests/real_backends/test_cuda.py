@@ -407,3 +407,26 @@ def test_fake_refuses_an_overlapping_device_copy():
     fake.cuMemcpyDtoDAsync(ptr + 8, ptr, 8, fake.CUstream(1))  # adjacent: fine
     with pytest.raises(fake_cuda.FakeDriverError, match="overlapping"):
         fake.cuMemcpyDtoDAsync(ptr + 4, ptr, 8, fake.CUstream(1))
+
+
+@pytest.mark.parametrize("mode", [hal.CommandBufferMode.ONE_SHOT, hal.CommandBufferMode.DEFAULT],
+                         ids=["stream", "graph"])
+@pytest.mark.parametrize("start, pattern_length, length", [(1, 4, 12), (2, 4, 8), (3, 2, 10), (1, 4, 2 * 4)])
+def test_fill_of_a_range_off_the_pattern_alignment(cuda, mode, start, pattern_length, length):
+    """cuMemsetD16/D32Async need an aligned pointer (the fake refuses others, as the driver's
+    documentation says); a subspan at an odd byte takes a HAL-valid fill at its offset 0: the
+    adapter writes the unaligned bytes with cuMemsetD8Async around an aligned rotated fill."""
+    make, _ = cuda
+    dev = make()
+    root = dev.allocator.allocate_buffer(64)
+    root.map_fill(0, hal.WHOLE_BUFFER, 0xEE, 1)
+    pattern = 0x44332211 & ((1 << (8 * pattern_length)) - 1)
+    cb = dev.create_command_buffer(mode)
+    cb.begin()
+    cb.fill_buffer(hal.BufferRef(root.subspan(start, 40), 0, length), pattern, pattern_length)
+    cb.end()
+    sem = dev.create_semaphore()
+    dev.queue_execute([], [(sem, 1)], cb)
+    _sem_wait(sem, 1)
+    filled = pattern.to_bytes(pattern_length, "little") * (length // pattern_length)
+    assert root.map_read() == b"\xee" * start + filled + b"\xee" * (64 - start - length)
