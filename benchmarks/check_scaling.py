@@ -4,7 +4,9 @@ Two shapes per size N commands:
 
 * ``cb``: N/100 ``execute`` ops of 100 commands (dispatches reading and writing 8 buffers, a barrier
   every 10), alternating two queues, chained by one timeline semaphore;
-* ``ops``: N single-command ``fill`` ops on two independent timelines.
+* ``ops``: N single-command ``fill`` ops on two independent timelines;
+* ``ops_in_order``: the same on ``sim:metal`` (in-order queues: the queue-order edges of
+  ``HappensBefore._queue_edges``).
 
 Each check runs in a fresh process (``Trace.load`` + ``check_trace``), so the RSS is its own::
 
@@ -13,6 +15,7 @@ Each check runs in a fresh process (``Trace.load`` + ``check_trace``), so the RS
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -47,10 +50,10 @@ def make_cb(n_cmds: int, path: str) -> None:
     t.save(path)
 
 
-def make_ops(n: int, path: str) -> None:
+def make_ops(n: int, path: str, device: str = "sim", personality: str = "generic") -> None:
     from reference.trace import Trace
 
-    t = Trace({"device": "sim", "personality": "generic"})
+    t = Trace({"device": device, "personality": personality})
     for s in ("s0", "s1"):
         t.emit({"ev": "semaphore", "t": 0, "sem": s, "initial": 0, "thread": 0})
     for i in range(n):
@@ -77,7 +80,8 @@ def check(path: str) -> dict:
 
 def main(sizes) -> None:
     with tempfile.TemporaryDirectory() as d:
-        for shape, make in (("cb", make_cb), ("ops", make_ops)):
+        in_order = functools.partial(make_ops, device="sim:metal", personality="metal")
+        for shape, make in (("cb", make_cb), ("ops", make_ops), ("ops_in_order", in_order)):
             for n in sizes:
                 path = os.path.join(d, f"{shape}{n}.json")
                 make(n, path)

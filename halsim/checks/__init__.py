@@ -62,18 +62,19 @@ def check_trace(trace, rules=None, keep_commands: int = 2_000_000) -> CheckRepor
         streaming.append(HazardChecker(model, hb))
     if any(r.startswith("lifetime.") for r in wanted):
         streaming.append(LifetimeChecker(model, hb))
-    hazards = next((c for c in streaming if isinstance(c, HazardChecker)), None)
-    host = model.host_accesses if hazards is not None else []
+    host = model.host_accesses if streaming else []
     h = 0  # host accesses are fed in trace order among the commands: by how many commands precede each
     if streaming and model.ncmds:
         for k, command in enumerate(model.commands()):
             while h < len(host) and host[h][0] <= k:
-                hazards.host_access(*host[h][1:])
+                for checker in streaming:
+                    checker.host_access(*host[h][1:])
                 h += 1
             for checker in streaming:
                 checker.command(*command)
     for access in host[h:]:
-        hazards.host_access(*access[1:])
+        for checker in streaming:
+            checker.host_access(*access[1:])
     findings = []
     for checker in streaming:
         findings += checker.findings()

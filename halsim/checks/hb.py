@@ -51,6 +51,8 @@ from bisect import bisect_left
 
 from .model import TraceModel
 
+QUEUE_WINDOW = 64   # how far back on an in-order queue _queue_edges looks for ops enqueued before
+
 
 class HappensBefore:
     """Vector clocks of every op and host call of a :class:`TraceModel`."""
@@ -67,7 +69,7 @@ class HappensBefore:
         self._deps: list[list[int]] = []
         self._build_graph()
         self._compute()
-        del self._deps
+        del self._deps, self._enq, self._held, self._queues, self._queue_of, self._queue_pos  # (construction)
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -121,9 +123,14 @@ class HappensBefore:
         for op_id in m.ops:
             self.node_of_op[op_id] = self._new()
         released: dict[int, int] = {}  # host_sync id → its release's node
+        event_nodes: dict[int, list] = {}  # thread → node of each of its events (None: made in a host call)
         for thread, events in m.host.items():
             nodes = self.host_nodes.setdefault(thread, [])
+            of_event = event_nodes[thread] = []
             for ev in events:
+                if ev.call is not None:  # a wait inside a host call's function
+                    of_event.append(None)
+                    continue
                 n = self._new()
                 if ev.kind in ("signal", "fail", "access", "rejected"):  # what signal_node and the
                     self.node_of_host[ev.idx] = n                        # rules look up; not every call
@@ -132,6 +139,7 @@ class HappensBefore:
                 if nodes:
                     self._deps[n].append(nodes[-1])
                 nodes.append(n)
+                of_event.append(n)
         for role, sync, op_id in m.op_syncs:   # a host call's function released (started a thread...)
             if role == "release":
                 released[sync] = self.node_of_op[op_id]
@@ -139,37 +147,54 @@ class HappensBefore:
         for t, ns in self.host_nodes.items():
             for n in ns:
                 self._thread_of[n] = t
-        last_on_queue: dict[int, int] = {}
+        # the node each op was enqueued by: a host call, or — inside a host call's function — that op
+        # (a host call's function is ordered as the op: after its waits, before its signals)
+        in_order = m.ordering == "in_order"
+        # (in-order queues only, for _queue_edges; arrays: a million ops must not hold dicts of them)
+        self._enq = array("l", [-1]) * (len(self._deps) if in_order else 0)
+        for op in m.ops.values():
+            call = op.fields.get("call")
+            if call is not None and call in self.node_of_op:
+                on, by = self.node_of_op[op.id], self.node_of_op[call]
+                if by != on:
+                    self._deps[on].append(by)
+                    if in_order:
+                        self._enq[on] = by
         for thread, events in m.host.items():
-            nodes = self.host_nodes[thread]
+            nodes = event_nodes[thread]
             for k, ev in enumerate(events):
                 n = nodes[k]
+                if n is None:  # a wait inside a host call's function: that op is after its source
+                    if ev.kind == "wait" and ev.status == 0:
+                        on = self.node_of_op[ev.call]
+                        for src in self._wait_sources(ev):
+                            if src != on:
+                                self._deps[on].append(src)
+                    continue
                 if ev.kind == "enqueue":
                     op = m.ops[ev.op]
                     on = self.node_of_op[op.id]
                     self._deps[on].append(n)
-                    if m.ordering == "inline" and k + 1 < len(nodes):
-                        self._deps[nodes[k + 1]].append(on)
+                    if in_order:
+                        self._enq[on] = n
+                    elif m.ordering == "inline":
+                        after = next((x for x in nodes[k + 1:] if x is not None), None)
+                        if after is not None:
+                            self._deps[after].append(on)
                 elif ev.kind == "join":  # Thread.join: after everything the joined thread did
                     joined = m.host.get(ev.value)
                     if joined:
                         k_last = bisect_left([e.idx for e in joined], ev.idx) - 1
+                        while k_last >= 0 and event_nodes[ev.value][k_last] is None:
+                            k_last -= 1
                         if k_last >= 0:
-                            self._deps[n].append(self.host_nodes[ev.value][k_last])
+                            self._deps[n].append(event_nodes[ev.value][k_last])
                 elif ev.kind == "acquire":  # Queue.get, Event.wait...: after the matching put, set...
                     src = released.get(ev.value)
                     if src is not None:
                         self._deps[n].append(src)
                 elif ev.kind == "wait" and ev.status == 0:
-                    if ev.mode == "any":
-                        src = self._any_source(ev.wait, ev.idx)
-                        if src is not None:
-                            self._deps[n].append(src)
-                        continue
-                    for sem, value in ev.wait:
-                        src = self._source(sem, value, ev.idx)
-                        if src is not None:
-                            self._deps[n].append(src)
+                    self._deps[n].extend(self._wait_sources(ev))
                 elif ev.kind == "query":  # Semaphore.query saw the value: as a wait it satisfied
                     src = self._source(ev.sem, ev.value, None)
                     if src is not None:
@@ -184,14 +209,10 @@ class HappensBefore:
             on = self.node_of_op[op_id]
             if src is not None and src != on:
                 self._deps[on].append(src)
-        # A host call holds its in-order queue until its waits are met (the queue waits on them), but
-        # its function runs on the host while the queue goes on: what follows it on the queue comes
-        # after what it waited for, not after it.
-        held: dict[int, list[int]] = {}   # queue → wait sources of the host calls since its last op
-        sources_of: dict[str, list[int]] = {}
+        self._held: dict[int, list[int]] = {}   # host call → what it waits for (see _queue_edges)
         for op in m.ops.values():
             on = self.node_of_op[op.id]
-            sources = sources_of[op.id] = []
+            sources = []
             for sem, value in op.wait:
                 src = self._source(sem, value, None)
                 if src is not None and src != on:
@@ -201,17 +222,36 @@ class HappensBefore:
                 if src is not None and src != on:
                     sources.append(src)
             self._deps[on].extend(sources)
-        if m.ordering == "in_order":
-            for op in m.queue_order():  # (not trace order: see TraceModel.queue_order)
+            if op.kind == "host_call":
+                self._held[on] = sources
+        # In-order queues: each op's place on its queue (queue order, not trace order: see
+        # TraceModel.queue_order); the edges themselves are decided in _compute (_queue_edges).
+        self._queues: dict[int, array] = {}   # queue → its op nodes in queue order
+        self._queue_of = array("l", [-1]) * (len(self._deps) if in_order else 0)  # op node → its queue
+        self._queue_pos = array("l", [-1]) * len(self._queue_of)                  # → its index there
+        if in_order:
+            for op in m.queue_order():
                 on = self.node_of_op[op.id]
-                prev = last_on_queue.get(op.queue)
-                if prev is not None:
-                    self._deps[on].append(prev)
-                if op.kind == "host_call":
-                    held.setdefault(op.queue, []).extend(sources_of[op.id])
-                else:
-                    self._deps[on].extend(held.pop(op.queue, ()))
-                    last_on_queue[op.queue] = on
+                seq = self._queues.get(op.queue)
+                if seq is None:
+                    seq = self._queues[op.queue] = array("l")
+                elif seq:  # the op before it there comes first in _compute's order (its last dep,
+                    self._deps[on].append(seq[-1])  # not merged: _queue_edges decides)
+                self._queue_pos[on] = len(seq)
+                self._queue_of[on] = op.queue
+                seq.append(on)
+
+    def _wait_sources(self, ev) -> list[int]:
+        """What a host wait that returned OK is ordered after (ANY: see :meth:`_any_source`)."""
+        if ev.mode == "any":
+            src = self._any_source(ev.wait, ev.idx)
+            return [] if src is None else [src]
+        out = []
+        for sem, value in ev.wait:
+            src = self._source(sem, value, ev.idx)
+            if src is not None:
+                out.append(src)
+        return out
 
     def _any_source(self, waits, before: int) -> int | None:
         """What an ANY wait that returned OK at stream position ``before`` is ordered after: the
@@ -271,10 +311,16 @@ class HappensBefore:
         preferred: dict[int, int] = {}    # queue -> the chain its last op went on
         op_of_node = list(self.node_of_op) + [None] * (n - len(self.node_of_op))  # op nodes come first
         lane_arr, epoch_arr, start_arr, counter = self.lane, self.epoch, self.start, self._counter
+        queue_pos = self._queue_pos
+        covered = bytearray(n)   # in-order ops after every earlier op of their queue (_queue_edges)
         last_vc = ()
         for node in self._topological():
             vc: list[int] = []
-            for d in self._deps[node]:
+            deps = self._deps[node]
+            at = queue_pos[node] if queue_pos else -1
+            if at > 0:
+                deps = deps[:-1]   # the op before it on its queue: _queue_edges below
+            for d in deps:
                 dv, dl, de = start_arr[d], lane_arr[d], epoch_arr[d]
                 if len(dv) > len(vc):
                     vc.extend([0] * (len(dv) - len(vc)))
@@ -286,12 +332,15 @@ class HappensBefore:
                 if de > vc[dl]:
                     vc[dl] = de
             op_id = op_of_node[node]
+            covers = False
+            if at >= 0:
+                covers = self._queue_edges(node, vc, covered)
             if op_id is None:
                 lane = host_lane[self._thread_of[node]]
             else:
                 op = m.ops[op_id]
-                if m.ordering == "in_order" and op.kind != "host_call":  # (a host call orders nothing
-                    lane = queue_lane.get(op.queue)                    # after it: a chain of its own)
+                if covers and op.kind != "host_call":  # (a host call orders nothing after it: a chain of
+                    lane = queue_lane.get(op.queue)    # its own; an op some earlier one races with too)
                     if lane is None:
                         lane = queue_lane[op.queue] = self._lane(f"queue {op.queue}")
                 elif m.ordering == "inline":
@@ -309,6 +358,54 @@ class HappensBefore:
             last_vc = vc
             self._deps[node] = None
             lane_arr[node], epoch_arr[node], start_arr[node] = lane, epoch, vc
+
+    def _merge(self, vc: list, d: int) -> None:
+        """Add node ``d`` (its end) and what happens before it to the clock ``vc``."""
+        dv, dl, de = self.start[d], self.lane[d], self.epoch[d]
+        if len(dv) > len(vc):
+            vc.extend([0] * (len(dv) - len(vc)))
+        for i, x in enumerate(dv):
+            if x > vc[i]:
+                vc[i] = x
+        if dl >= len(vc):
+            vc.extend([0] * (dl + 1 - len(vc)))
+        if de > vc[dl]:
+            vc[dl] = de
+
+    def _queue_edges(self, node: int, vc: list, covered: bytearray) -> bool:
+        """Queue order of an in-order queue, into ``vc``: an op starts after the earlier ops of its
+        queue — but only those *enqueued before it* by a guarantee. Which of two unordered host
+        threads reached the queue first is timing, not a guarantee (their ops race). A host call
+        holds the queue until its waits are met: what follows comes after what it waited for.
+        Walks back from the op before it to the first earlier op that itself came after everything
+        before it (``covered``; usually the op just before: one step), at most ``QUEUE_WINDOW`` ops
+        (past that, the queue's order is taken as it ran). True: this op is after every earlier op
+        of its queue (so the queue's lane stays a chain)."""
+        seq, i = self._queues[self._queue_of[node]], self._queue_pos[node]
+        enq, held = self._enq, self._held
+        mine = enq[node]
+        covers = True
+        j = i - 1
+        while j >= 0:
+            prev = seq[j]
+            far = i - j > QUEUE_WINDOW
+            theirs = enq[prev]
+            if far or theirs < 0 or mine < 0 or theirs == mine or self.before(theirs, mine):
+                if prev in held:
+                    for src in held[prev]:
+                        self._merge(vc, src)
+                else:
+                    self._merge(vc, prev)
+                    if covered[prev]:
+                        break
+                if far:
+                    return False
+            else:
+                covers = False
+            j -= 1
+        if covers:
+            covered[node] = 1
+        return covers
 
     def _pick_chain(self, vc, chains, preferred, queue) -> int:
         """A chain whose last op happens before this one (so the chain stays totally ordered):

@@ -105,6 +105,7 @@ class HostEvent:
     mode: str = "all"
     status: int = 0
     message: str = ""
+    call: str | None = None  # made inside this host call's function (a wait): ordered as that op
 
 
 class Enqueue:
@@ -114,6 +115,7 @@ class Enqueue:
     kind = "enqueue"
     status = 0
     message = ""
+    call = None   # (an op enqueued inside a host call's function has no Enqueue: see Op.fields["call"])
 
     def __init__(self, idx: int, op: str):
         self.idx, self.op = idx, op
@@ -140,7 +142,8 @@ class TraceModel:
         # (commands before it, thread or None, host-call op id or None, buf, offset, length, mode, idx)
         self.host_accesses: list[tuple] = []
         # made inside a host call's function, so ordered as that op: (role, sync id, op) of host_sync
-        # events and (op, sem, value) of host_query events
+        # events, (op, sem, value) of host_query events; its waits are HostEvents with ``call``, and
+        # the ops it enqueued have ``fields["call"]`` (and no Enqueue on the function's thread)
         self.op_syncs: list[tuple] = []
         self.op_queries: list[tuple] = []
         # host signals the HAL refused (signal_rejected): (sem, value, cause "host:T" or op id, idx, status)
@@ -210,7 +213,8 @@ class TraceModel:
                         tuple([(intern(s), v) for s, v in e["wait"]]),
                         tuple([(intern(s), v) for s, v in e["signal"]]), idx, fields, t=e.get("t", 0))
                 ops[op.id] = op
-                host(op.thread).append(Enqueue(idx, op.id))
+                if fields.get("call") is None:
+                    host(op.thread).append(Enqueue(idx, op.id))
             elif ev == "issue":
                 self._issued.append(e["op"])
                 after = e.get("after")
@@ -259,9 +263,11 @@ class TraceModel:
                 elif op_id in ops:
                     self.rejected.append((e["sem"], e["value"], ops[op_id].id, idx, e.get("status", 0)))
             elif ev == "host_wait":
+                call = e.get("call")
                 host(e["thread"]).append(HostEvent(
                     "wait", idx, wait=[(s, v) for s, v in e["wait"]], mode=e.get("mode", "all"),
-                    status=e.get("status", 0), message=e.get("message", "")))
+                    status=e.get("status", 0), message=e.get("message", ""),
+                    call=ops[call].id if call in ops else None))
             elif ev == "retain":
                 op = ops.get(e["op"])
                 if op is not None:

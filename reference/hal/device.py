@@ -290,12 +290,13 @@ class Device:
         timeout = normalize_timeout(timeout)
         thread = self.host_thread()
         start = self.now()
+        call = current_host_call()  # a wait inside a host call's function: the checks order it as the op
         try:
             self._host_wait(mode, tps, timeout)
         except HalError as e:
-            self.recorder.host_wait(thread, mode.name.lower(), tps, start, e)
+            self.recorder.host_wait(thread, mode.name.lower(), tps, start, e, call)
             raise
-        self.recorder.host_wait(thread, mode.name.lower(), tps, start)
+        self.recorder.host_wait(thread, mode.name.lower(), tps, start, None, call)
 
     def _host_wait(self, mode, timepoints, timeout) -> None:
         blocking_wait(mode, timepoints, timeout)
@@ -331,6 +332,9 @@ class Device:
         thread = self.host_thread()
         op_id = f"{thread}:{next(self._op_seq[thread])}"
         resources = _retained(resources, wait, signal, commands)
+        call = current_host_call()
+        if call is not None:  # enqueued by a host call's function: the checks order it after that op's waits
+            fields = dict(fields or (), call=call)
         op = QueueOp(op_id, kind, queue, thread, wait, signal, commands, buffer, host_call, resources, fields)
         op.enqueue_t = self.now()
         self.recorder.enqueued(op, [r.id for r in resources])  # op and retain

@@ -188,10 +188,12 @@ class Recorder:
         ev.update(who)
         self.emit(ev)
 
-    def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None) -> None:
+    def host_wait(self, thread: int, mode: str, timepoints, start: int, error=None, call: str | None = None) -> None:
         ev = {"ev": "host_wait", "t": self.clock(), "thread": thread, "mode": mode, "wait": _tps(timepoints),
               "start": start}
         ev.update(_error_fields(error))
+        if call is not None:
+            ev["call"] = call
         self.emit(ev)
 
 

@@ -3,7 +3,8 @@
 * ``lifetime.use_after_dealloca`` — a command uses a transient buffer whose ``queue_dealloca``
   happens before it;
 * ``lifetime.dealloca_race`` — a ``queue_dealloca`` not ordered after a command that uses the
-  buffer (it may free the storage while the command still runs);
+  buffer (it may free the storage while the command still runs), or after a host access to its
+  bytes (``map_write``…: the host may touch freed storage);
 * ``lifetime.use_before_alloca`` — a command uses a transient buffer that its ``queue_alloca`` is
   not ordered before (the storage may not exist yet);
 * ``lifetime.host_release_in_flight`` — the host dropped its last reference to a resource while an
@@ -29,8 +30,8 @@ from __future__ import annotations
 from ..findings import Finding, cmd_id
 
 RULES = {
-    "lifetime.use_after_dealloca": "a command uses a transient buffer after its queue_dealloca",
-    "lifetime.dealloca_race": "queue_dealloca is not ordered after a use of the buffer",
+    "lifetime.use_after_dealloca": "a command or host access uses a transient buffer after its queue_dealloca",
+    "lifetime.dealloca_race": "queue_dealloca is not ordered after a use of the buffer (command or host access)",
     "lifetime.use_before_alloca": "a command uses a transient buffer its queue_alloca is not ordered before",
     "lifetime.host_release_in_flight": "the host released a resource an unfinished op uses, and nothing retained it",
 }
@@ -87,6 +88,32 @@ class LifetimeChecker:
                     self._add("lifetime.dealloca_race", buf, op_id, [cmd_id(op_id, index), d],
                               f"dealloca {d} of buffer {buf} is not ordered after {what}, which uses it: "
                               f"add a wait for what that op signals")
+
+    def host_access(self, thread, op_id, buf: str, _offset, _length, mode: str, idx: int) -> None:
+        """A host access (``map_write``, ``map_read``, …) of a transient's bytes by host thread
+        ``thread`` (or host call ``op_id``'s function) must be ordered before its ``queue_dealloca``
+        as a command's use must: the host needs a signal that its access is done, and the
+        dealloca must wait for it."""
+        deallocas = self.dealloca.get(buf)
+        if not deallocas:
+            return
+        hb = self.hb
+        node = hb.node_of_op.get(op_id) if op_id is not None else hb.node_of_host.get(idx)
+        if node is None:
+            return
+        who = f"host call {op_id}" if op_id is not None else f"host thread {thread}"
+        what = "map_read" if mode == "r" else "map_write"
+        for d in deallocas:
+            if d == op_id:
+                continue
+            dn = hb.node_of_op[d]
+            if hb.before(dn, node):
+                self._add("lifetime.use_after_dealloca", buf, f"host:{thread}:{op_id}", [d],
+                          f"{who} accesses buffer {buf} ({what}) after dealloca {d} released its storage")
+            elif not hb.before(node, dn):
+                self._add("lifetime.dealloca_race", buf, f"host:{thread}:{op_id}", [d],
+                          f"dealloca {d} of buffer {buf} is not ordered after {who}'s {what} of it: make "
+                          f"the dealloca wait for a semaphore the host signals after the access")
 
     def _add(self, rule, buf, op_id, ops, message) -> None:
         key = (rule, buf, op_id)
