@@ -32,7 +32,8 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
     """Call ``write(file)`` on a temporary file next to ``path``, flush and fsync it, then rename it over
     ``path``: a crash leaves the previous file (or none), never a truncated one. The file gets the
     permissions of an ordinary new file (``mkstemp``'s would be 0600). An ``OSError`` of the file
-    system (a missing or read-only folder, ``path`` a folder) names ``path``, not the temporary file.
+    system (a missing or read-only folder, ``path`` a folder, a full disk while writing) names
+    ``path``, not the temporary file.
     A symbolic link is written through: its target gets the new contents and the link stays."""
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -49,10 +50,15 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
         os.fchmod(fd, 0o666 & ~umask)
         if "b" not in mode and encoding is None:
             encoding = "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with os.fdopen(fd, mode, encoding=encoding) as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            if e.filename is not None or e.errno is None:
+                raise
+            raise type(e)(e.errno, e.strerror, path) from None  # (a full disk: name the file asked for)
         try:
             os.replace(tmp, target)
         except OSError as e:

@@ -248,6 +248,24 @@ def test_atomic_write_names_the_users_path(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_atomic_write_failing_midway_names_the_users_path_and_keeps_the_old_file(tmp_path):
+    """A full disk fails the write itself (ENOSPC, from a write or the flush): the error names the
+    path asked for, the previous file stays, no temporary file is left."""
+    import errno
+
+    from reference.trace.atomic import atomic_write
+    path = tmp_path / "out.json"
+    path.write_bytes(b"old")
+
+    def full(f):
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with pytest.raises(OSError) as e:
+        atomic_write(path, full)
+    assert (e.value.errno, e.value.filename) == (errno.ENOSPC, str(path))
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.json"]
+
+
 def test_demo_out_that_is_a_file(tmp_path, capsys):
     f = tmp_path / "f"
     f.write_text("x")
