@@ -45,6 +45,9 @@ class WaitState:
     # ids of the other pending operations whose signal list reaches the value, nearest value first
     signalers: tuple[str, ...]
     nearest: int = 0  # how many of them signal the smallest such value (would meet the wait first)
+    # (op id, host thread) of the host calls among them that are running, not pending: their
+    # function (sim:sync, on that host thread) is blocked, and they signal only when it returns
+    running: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.sem}>={self.value} (now {self.current})"
@@ -55,6 +58,11 @@ class WaitState:
         return self.signalers[:self.nearest]
 
     def why(self) -> str:
+        first = self.first
+        if first and all(any(op == r for r, _ in self.running) for op in first):
+            names = ", ".join(f"op {op} (the host call running on host thread {t}, blocked in its function)"
+                              for op, t in self.running if op in first)
+            return f"{self.sem}>={self.value} would be signaled by {names} only when that function returns"
         if self.signalers:
             later = len(self.signalers) - self.nearest
             more = f" (then {later} later op{'s' if later > 1 else ''})" if later else ""
@@ -72,11 +80,13 @@ class BlockedThread:
     waits: tuple[WaitState, ...]
     deadline: int | None
     op: str | None = None  # the queue operation a blocking queue call (sim:sync) waits to run
+    inside: str | None = None  # the host call (sim:sync) whose function, on this thread, made the call
 
     def __str__(self) -> str:
         what = f" {self.mode} of " if len(self.waits) > 1 else " "
         until = "" if self.deadline is None else f", deadline t={self.deadline} ns"
-        return f"host thread {self.thread} blocked in {self.call} waiting for{what}" \
+        within = "" if self.inside is None else f" inside host call op {self.inside}"
+        return f"host thread {self.thread} blocked in {self.call}{within} waiting for{what}" \
                f"{', '.join(map(str, self.waits)) or 'nothing'}{until}"
 
 
@@ -160,6 +170,9 @@ class DeadlockReport:
         for t in self.threads:
             lines.append(f"  {t}")
             lines.extend(f"    {w.why()}" for w in t.waits if w.signalers)
+            if t.inside is not None and any(t.inside in w.first for w in t.waits):
+                lines.append(f"    host thread {t.thread} waits on itself: op {t.inside} signals only when "
+                             "the function waiting here returns")
         lines.extend(f"  host thread {i} waits in {where}, for another host thread" for i, where in self.host_waits)
         blocked_ops = {t.op for t in self.threads}
         ops = [o for o in self.ops if o.op not in blocked_ops]
@@ -213,9 +226,10 @@ def _current(sem) -> int:
     return sem.payload
 
 
-def _wait_states(waits, signals: dict, waiter: str | None = None) -> tuple[WaitState, ...]:
+def _wait_states(waits, signals: dict, waiter: str | None = None, running=()) -> tuple[WaitState, ...]:
     """The unmet waits, each with the pending ops (other than ``waiter``) that would meet it, from
-    ``signals`` (semaphore id → sorted ``(value, op key, op id)``)."""
+    ``signals`` (semaphore id → sorted ``(value, op key, op id)``); ``running``: ``(op id, host
+    thread)`` of the running host calls among those ops."""
     out = []
     for sem, value in waits:
         if sem.poll(value) is True:
@@ -223,7 +237,9 @@ def _wait_states(waits, signals: dict, waiter: str | None = None) -> tuple[WaitS
         lst = signals.get(sem.id, ())
         found = [(v, op_id) for v, _k, op_id in lst[bisect_left(lst, (value,)):] if op_id != waiter]
         nearest = sum(1 for v, _ in found if v == found[0][0]) if found else 0
-        out.append(WaitState(sem.id, value, _current(sem), tuple(op_id for _, op_id in found), nearest))
+        ids = tuple(op_id for _, op_id in found)
+        out.append(WaitState(sem.id, value, _current(sem), ids, nearest,
+                             tuple(r for r in running if r[0] in ids)))
     return tuple(out)
 
 
@@ -236,18 +252,28 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None) -
     as pending too."""
     behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
+    # sim:sync: host calls whose function (on a host thread) made a blocked call — running, not
+    # pending, they still signal when it returns (a thread that waits for its own host call's signal
+    # waits on itself)
+    running = {}
+    for b in blocks:
+        inside = getattr(b, "inside", None)
+        if inside is not None and inside not in all_ops:
+            running.setdefault(inside.id, (inside, b.thread.index))
     signals: dict[str, list[tuple[int, tuple, str]]] = {}
-    for op in all_ops:
+    for op in all_ops + [op for op, _ in running.values()]:
         for sem, value in op.signal:
             signals.setdefault(sem.id, []).append((value, _op_key(op.id), op.id))
     for lst in signals.values():
         lst.sort()
+    runs = tuple((op_id, t) for op_id, (_, t) in running.items())
 
     threads = tuple(
-        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals), b.deadline,
-                      b.op.id if b.op is not None else None)
+        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals, None, runs), b.deadline,
+                      b.op.id if b.op is not None else None,
+                      b.inside.id if getattr(b, "inside", None) is not None else None)
         for b in sorted(blocks, key=lambda b: b.thread.index))
-    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id),
+    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id, runs),
                               tuple((s.id, v) for s, v in op.signal), behind.get(op.id)) for op in all_ops)
     return DeadlockReport(time, threads, pending, find_cycles(pending))
 

@@ -32,6 +32,7 @@ from threading import current_thread, get_ident
 import simpy
 
 from reference.hal import Device, HalError, StatusCode, WaitMode
+from reference.hal.host_call_context import current as current_host_call
 from reference.hal.host_join import _original_join
 from reference.hal.queue_op import QueueOp, retire, run_body
 from reference.hal.wait import deadline_exceeded, evaluate, normalize_timeout
@@ -45,6 +46,7 @@ from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
+INF = float("inf")
 SYNC_LOCK_S = 1.0  # real seconds a traced Queue.put/Event.set... waits for the device lock
 SHUTDOWN_ROUNDS = 64  # close: cancel-and-run rounds at most (each cancels what waits; see _shutdown)
 JOIN_POLL_S = 0.01  # a host call joining a thread: how often it looks whether the thread waits for the device
@@ -133,6 +135,8 @@ class SimDevice(Device):
         self._thread_count = 0
         self._sim_thread: int | None = None
         self._host_call_op: QueueOp | None = None
+        # sim:sync: host calls whose function runs on a host thread (op id → op), for deadlock reports
+        self._running_calls: dict[str, QueueOp] = {}
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
@@ -212,7 +216,7 @@ class SimDevice(Device):
             self.threads.gate_current()
             giver = self.threads.record_at(joined)
             if giver is not None:
-                self._received_at(self.env.now + giver.lag)  # (the joined thread's clock at its end)
+                self._received_at(self.threads.clock_of(giver))  # (the joined thread's clock at its end)
             super()._trace_join(thread, joined)
 
     def _host_release(self, via: str):
@@ -238,8 +242,7 @@ class SimDevice(Device):
         super()._trace_acquire(thread, receipt, via)
 
     def _received_at(self, t: int) -> None:
-        if self.now() < t:
-            self.threads.move_to(t + self.cost.wake_ns)
+        self.threads.receive(t, self.cost.wake_ns)
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count
@@ -331,22 +334,32 @@ class SimDevice(Device):
 
     def wait_blocking(self, mode: WaitMode, timepoints, timeout_ns: int | None, call: str, op=None) -> None:
         """Block the calling host thread until the wait resolves (virtual time advances meanwhile);
-        raise the failure, DEADLINE_EXCEEDED, or a DeadlockError when nothing can resolve it."""
+        raise the failure, DEADLINE_EXCEEDED, or a DeadlockError when nothing can resolve it.
+
+        It resolves at the earliest virtual time its condition held as the caller sees it — a value
+        reached, or a failure (which dominates) — whatever the real order of the signals: a thread
+        whose clock runs ahead may signal one semaphore of the list before (in real time) the device
+        signals another one earlier in virtual time (:meth:`_resolution`)."""
         threads = self.threads
         start = self.now()
         deadline = None if timeout_ns is None else start + timeout_ns
         me = self._actor()
-        state = evaluate(mode, timepoints)
-        if state is not False:
-            t = max(start, self.history.resolved_at(mode, timepoints, state, me, start))
-            if deadline is not None and t > deadline:
-                threads.move_to(deadline)
-                raise deadline_exceeded(mode, timepoints)
-            threads.move_to(t)
-            if isinstance(state, HalError):
-                raise state.clone()
-            return
-        if threads.in_sim():
+        in_sim = threads.in_sim()
+        if evaluate(mode, timepoints) is not False:
+            t, outcome = self._resolution(mode, timepoints, me, start)
+            # Met (or failed) at the call; or every semaphore of the list reached its value or failed
+            # (nothing can come earlier); or a host call the simulator runs asks: it sees the state now.
+            if t <= start or in_sim or all(s.failure is not None or s.last_value >= v for s, v in timepoints):
+                if deadline is not None and t > deadline:
+                    threads.move_to(deadline)
+                    raise deadline_exceeded(mode, timepoints)
+                threads.move_to(t)
+                if outcome is not None:
+                    raise outcome.clone()
+                if op is not None and not in_sim:
+                    self._runs_here(op)
+                return
+        elif in_sim:
             if deadline == start:  # a poll at the simulator's own time: the state now is the answer
                 raise deadline_exceeded(mode, timepoints)
             raise HalError(StatusCode.FAILED_PRECONDITION, "a host call run by the simulator cannot block on "
@@ -356,13 +369,16 @@ class SimDevice(Device):
         # any timed wait, with its deadline at its call (HostThreads releases it there, or earlier
         # when the condition holds by then).
         block = threads.new_block(call, mode.name.lower(), tuple(timepoints), deadline, op, start)
+        if self._running_calls:
+            block.inside = self._running_calls.get(current_host_call())
+        left = [len(timepoints)]  # timepoints that have not fired yet
 
         def changed(_error):
-            outcome = evaluate(mode, timepoints)
-            if outcome is False:
-                return
-            at = self.history.resolved_at(mode, timepoints, outcome, me, block.start)
-            threads.resolve(block, outcome.clone() if isinstance(outcome, HalError) else None, at)
+            left[0] -= 1
+            res = self._resolution(mode, timepoints, me, block.start)
+            if res is not None:
+                outcome = res[1]
+                threads.resolve(block, outcome.clone() if outcome is not None else None, res[0], left[0] == 0)
 
         registered = [sem.add_timepoint(value, changed) for sem, value in timepoints]
         try:
@@ -373,6 +389,46 @@ class SimDevice(Device):
                     tp.cancel()
         if outcome is not None:
             raise outcome
+        if op is not None:
+            self._runs_here(op)
+
+    def _runs_here(self, op: QueueOp) -> None:
+        """``op``'s waits are met and it runs now on the calling host thread (a blocking queue call):
+        on ``sim:sync`` a host call's function runs here, and a wait it makes names it in a deadlock
+        report (until ``_finish``)."""
+        if op.kind == "host_call" and self.personality == "sync":
+            self._running_calls[op.id] = op
+
+    def _resolution(self, mode: WaitMode, timepoints, me, start: int) -> tuple[int, HalError | None] | None:
+        """``(time, outcome)`` of a wait of host thread ``me`` (None: the device) made at ``start``, from
+        the semaphores' history, in virtual-time order: the earliest time from ``start`` on at which
+        its condition held as the waiter sees it (:meth:`SemaphoreHistory.effective`) — every value
+        reached (ALL) or one (ANY), unless a semaphore of the list had failed by then (the failure
+        dominates, the earliest one; its error is the outcome). None if nothing resolves it yet."""
+        if not timepoints:
+            return start, None
+        history = self.history
+        effective = history.effective
+        any_mode = mode == WaitMode.ANY
+        reach = fail = None
+        error = None
+        for sem, value in timepoints:
+            failure = sem.failure
+            if failure is not None:
+                t = effective(*history.failure(sem.id), me, start)
+                if fail is None or t < fail:
+                    fail, error = t, failure
+            if sem.last_value >= value:  # (kept after a failure: it may have been reached before)
+                t = effective(*history.reached(sem.id, value), me, start)
+                if reach is None or (t < reach if any_mode else t > reach):
+                    reach = t
+            elif not any_mode:
+                reach = INF  # not all reached
+        if fail is not None and (reach is None or max(start, fail) <= max(start, reach)):
+            return max(start, fail), error
+        if reach is None or reach == INF:
+            return None
+        return max(start, reach), None
 
     # -- queue operations ----------------------------------------------------------------------------
 
@@ -393,6 +449,8 @@ class SimDevice(Device):
 
     def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> None:
         """Trace the op's end and retire it: release what it retained, then signal or fail."""
+        if self._running_calls:
+            self._running_calls.pop(op.id, None)
         self.recorder.op_done(op, error)
         retire(self, op, error, should_signal)
 
@@ -424,6 +482,10 @@ class SimDevice(Device):
         # at most SHUTDOWN_ROUNDS, and none once a round changed nothing.
         crash: Exception | None = None
         left: list[QueueOp] = []
+        # Threads blocked in a wait are woken by that work, or by their deadlines (in virtual-time
+        # order, up to the close at least), then cancelled: each at its own time, which may lie behind
+        # the simulator's once the work ran on (threads.closing).
+        closed_at = self.threads.closing = self.now()
         for _ in range(SHUTDOWN_ROUNDS):
             before = left
             self._cancel_pending(HalError(StatusCode.CANCELLED, "queue shutting down"))
@@ -439,7 +501,7 @@ class SimDevice(Device):
                 op.end_t = self.env.now
                 self._finish(op, HalError(StatusCode.INTERNAL, f"simulator: operation {op.id} could not "
                                           "complete or be cancelled when the device closed"), False)
-        self.threads.release_all(HalError(StatusCode.CANCELLED, f"device {self.uri!r} was closed"))
+        self.threads.release_all(HalError(StatusCode.CANCELLED, f"device {self.uri!r} was closed"), closed_at)
         self._gc_hold()
         if crash is not None:
             message = f"simulator: {type(crash).__name__} while closing device {self.uri!r}: {crash}"

@@ -20,7 +20,8 @@ since any of them might wake it, or once the thread has waited so for :data:`GRA
 thread never holds virtual time back for ever). A running thread in none of these that made no device call for
 :data:`STALL_S` of real time is *stalled*: simulated work (queue operations, sleeps) proceeds, but no
 deadline expires (but a poll's: timeout 0) and no deadlock is declared while one is alive, since it may
-still signal.
+still signal. One in a Python wait with a real-time timeout (``ev.wait(0.05)``) is blocked until that
+wait's end in virtual time — its clock plus the timeout — and holds back only the later deadlines.
 
 Threads register in the order they were started (:meth:`HostThreads.await_earlier_threads`), so
 their indices do not depend on which one reaches the device first; and they take turns at device
@@ -28,6 +29,8 @@ calls (:mod:`.host_turns`), so what they trace comes in the same order in every 
 
 Each registered thread has a clock: ``env.now + lag``. Non-blocking calls add their host cost to the
 lag (virtual time the thread spent without blocking); a release sets the clock to the release time.
+While it waits in a Python primitive its clock stands still (``frozen``): afterwards it is that
+clock or the simulator's time, whichever is later — or the giver's clock after a traced hand-off.
 
 >>> import simpy, threading
 >>> threads = HostThreads(simpy.Environment(), threading.RLock(), diagnose=None)
@@ -53,8 +56,9 @@ from reference.hal import HalError, StatusCode, WaitMode
 from reference.hal.wait import deadline_exceeded
 
 from .deadlock import deadlock_error
+from .events import call_after
 from .host_turns import BLOCKED, RUNNING, Turns
-from .host_waits import CONDITION, JOIN, TIMED, WAKING, describe, host_wait
+from .host_waits import CONDITION, TIMED, PythonWaits
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
 # A blocked call's first checks come sooner (doubling up to POLL_S): another thread that just
@@ -65,13 +69,17 @@ STALL_S = 0.1  # real seconds without a device call after which a running thread
 INF = float("inf")
 
 PENDING, RESOLVED, RELEASED = "pending", "resolved", "released"
-ACTIVE, STALLED, ALL_BLOCKED = "active", "stalled", "all blocked"
+# candidates(): ACTIVE, or the virtual time from which no deadline may expire yet ("hold"): STALLED
+# (none may), ALL_BLOCKED (no limit: deadlocks may be declared too), or the end of the earliest
+# Python wait with a real-time timeout that a host thread is in (it cannot act before then).
+ACTIVE, STALLED, ALL_BLOCKED = "active", -INF, INF
 
 
 class HostThread:
     """A registered host thread: its index, real thread, clock lag and current blocking call."""
 
-    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited", "gate_key", "turn", "passed")
+    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited", "gate_key", "turn", "passed",
+                 "frozen", "timed", "until")
 
     def __init__(self, index: int, thread: threading.Thread):
         self.index = index
@@ -84,6 +92,14 @@ class HostThread:
         self.gate_key: tuple[int, int] | None = None  # (clock, index) while it waits to run (gate)
         self.turn: threading.Condition | None = None  # what it waits on at the gate (on the device lock)
         self.passed: tuple | None = None  # (epoch, thread count, limit) when it last went through the gate
+        # Its clock when it was first seen waiting in a Python primitive (host_waits), until its next
+        # device call or traced hand-off: the clock stands still while it waits (its lag does not
+        # count again once the simulation has advanced past it).
+        self.frozen: int | None = None
+        # the Python wait with a real-time timeout it was last seen in: (its waiter lock, real time first
+        # seen, timeout in ns); and the virtual time that wait ends (it cannot act before, unless woken)
+        self.timed: tuple | None = None
+        self.until = 0
 
     def __repr__(self) -> str:
         return f"<HostThread {self.index} {self.state} lag={self.lag}>"
@@ -94,7 +110,7 @@ class Block:
     success or the HalError to raise)."""
 
     __slots__ = ("thread", "call", "mode", "timepoints", "start", "deadline", "op", "state", "outcome",
-                 "release_t", "cond")
+                 "release_t", "cond", "late", "inside")
 
     def __init__(self, thread: HostThread, call: str, mode: str, timepoints, start: int,
                  deadline: int | None, op, cond: threading.Condition):
@@ -109,6 +125,8 @@ class Block:
         self.outcome: HalError | None = None
         self.release_t = start
         self.cond = cond
+        self.late = False  # resolved only after its deadline so far: it times out there (no deadlock)
+        self.inside = None  # the host call (sim:sync) whose function made this call, on this thread
 
     def timeout_error(self) -> HalError:
         if self.timepoints:
@@ -116,7 +134,7 @@ class Block:
         return HalError(StatusCode.DEADLINE_EXCEEDED, f"{self.call} timed out")
 
 
-class HostThreads:
+class HostThreads(PythonWaits):
     """The registered host threads of one device and the rule for advancing virtual time.
 
     ``diagnose(blocks)`` builds the :class:`~halsim.sim.deadlock.DeadlockReport` for pending blocks.
@@ -134,6 +152,10 @@ class HostThreads:
         self._releases = 0
         self._changes = 0  # bumped whenever a block is created, resolved or released
         self._user_code = False
+        # The closer's clock once the device closes: it runs its work in flight to the end, past the
+        # times at which it wakes blocked threads, whose clocks may then stay behind the simulator's
+        # (nothing can be scheduled on a closed device).
+        self.closing: int | None = None
         self.turns = Turns(self)  # one host thread at a time (the gate)
         # the pacing Turns uses too (this module's constants: one place where they are set)
         self.poll_s, self.stall_s = POLL_S, STALL_S
@@ -166,6 +188,8 @@ class HostThreads:
         if threading.active_count() != self.turns.solo:  # (the gate's own first test, inlined: every call)
             self.turns.gate(ht)
         ht.active_at = monotonic()
+        if ht.frozen is not None:  # back from a Python wait (its clock stood still, the gate too)
+            self.thaw(ht)
         ht.lag += ns
 
     def await_earlier_threads(self) -> None:
@@ -210,14 +234,29 @@ class HostThreads:
             return self.env._now
         ht = self._by_ident.get(ident)
         if ht is not None and ht.thread is current_thread():
-            return self.env._now + ht.lag
+            if ht.frozen is None:
+                return self.env._now + ht.lag
+            return max(ht.frozen, self.env._now)
         return self.env._now
+
+    def clock_of(self, ht: HostThread) -> int:
+        """``ht``'s clock (see :meth:`clock`)."""
+        now = self.env._now
+        return now + ht.lag if ht.frozen is None else max(ht.frozen, now)
+
+    def thaw(self, ht: HostThread) -> None:
+        """``ht`` is back from a Python wait: its clock is where it stood, or the simulator's time if
+        that is later (its host work before the wait is not counted again)."""
+        ht.lag = max(0, ht.frozen - self.env._now)
+        ht.frozen = ht.timed = None
 
     def charge(self, ns: int) -> None:
         """Add ``ns`` of host work to the calling thread's clock (no blocking)."""
         if ns and not self.in_sim():
             ht = self.current()
             if ht is not None:
+                if ht.frozen is not None:
+                    self.thaw(ht)
                 ht.lag += ns
 
     def move_to(self, t: int) -> None:
@@ -226,6 +265,23 @@ class HostThreads:
             ht = self.current()
             if ht is not None:
                 ht.lag = max(0, t - self.env.now)
+                ht.frozen = ht.timed = None
+
+    def receive(self, t: int, wake_ns: int) -> None:
+        """The calling thread received what a thread whose clock was ``t`` handed over (a traced
+        hand-off): it acts after it — at ``t + wake_ns`` if its own clock was behind (it waited;
+        while it waited in Python its clock stood still), else at its own clock."""
+        if self.in_sim():
+            return
+        ht = self.current()
+        if ht is None:
+            return
+        mine = self.env._now + ht.lag if ht.frozen is None else ht.frozen
+        if mine < t:
+            ht.lag = max(0, t + wake_ns - self.env._now)
+            ht.frozen = ht.timed = None
+        elif ht.frozen is not None:
+            self.thaw(ht)
 
     # -- blocking ------------------------------------------------------------------------------------
 
@@ -243,7 +299,7 @@ class HostThreads:
         b = self.new_block("sleep", "all", (), None)
         t = b.start + ns
         b.state = RESOLVED
-        self.env.timeout(t - self.env.now).callbacks.append(lambda _ev: self.release(b, None, t))
+        self.env.timeout(max(0, t - self.env.now)).callbacks.append(lambda _ev: self.release(b, None, t))
         return b
 
     def block(self, b: Block) -> HalError | None:
@@ -266,7 +322,9 @@ class HostThreads:
         finally:
             ht.block = None
             ht.state = RUNNING
-        ht.lag = max(0, b.release_t - self.env.now)
+        lag = b.release_t - self.env.now
+        ht.lag = lag if lag >= 0 or self.closing is not None else 0
+        ht.frozen = ht.timed = None
         self.turns.gate(ht)  # threads released at one instant go on one at a time, in order
         return b.outcome
 
@@ -278,19 +336,39 @@ class HostThreads:
             if ht is not None:
                 self.turns.gate(ht)
 
-    def resolve(self, b: Block, outcome: HalError | None, at: int) -> None:
-        """``b``'s condition held at virtual time ``at``: release it then (or at its deadline)."""
-        if b.state != PENDING:
+    def resolve(self, b: Block, outcome: HalError | None, at: int, final: bool = True) -> None:
+        """``b``'s wait resolves with ``outcome`` at virtual time ``at``, as far as is known now: release
+        it then (or at its deadline). Unless ``final`` (none of its semaphores can change any more),
+        something earlier in virtual time may still come — a device signal, or one of a thread whose
+        clock is behind the signaler's: it is released when the simulation gets there (a later call
+        may move that earlier), and an outcome known to lie after its deadline leaves it to expire
+        there. A final one outside the simulator is released at once (its thread runs ahead)."""
+        if b.state == RELEASED:
             return
         t = max(b.start, at)
         if b.deadline is not None and t > b.deadline:
+            if not final:
+                b.late = True
+                return
             outcome, t = b.timeout_error(), b.deadline
-        if self.in_sim() and t > self.env.now:
-            b.state = RESOLVED
-            self._changes += 1
-            self.env.timeout(t - self.env.now).callbacks.append(lambda _ev: self.release(b, outcome, t))
-        else:
-            self.release(b, outcome, max(t, self.env.now))
+        if b.state == RESOLVED and t > b.release_t:
+            return  # due earlier already
+        now = self.env._now
+        if t <= now or (final and self._sim_ident != threading.get_ident()):
+            self.release(b, outcome, max(t, now))
+            return
+        b.outcome = outcome
+        if b.state == RESOLVED and t == b.release_t:
+            return  # the event already planned releases it, with this outcome
+        b.state = RESOLVED
+        b.release_t = t
+        self._changes += 1
+        call_after(self.env, t - now, self._due, b)
+
+    def _due(self, event) -> None:
+        b = event.arg
+        if b.state == RESOLVED:  # (not released earlier; plans only move earlier)
+            self.release(b, b.outcome, b.release_t)
 
     def release(self, b: Block, outcome: HalError | None, t: int) -> None:
         if b.state == RELEASED:
@@ -317,31 +395,38 @@ class HostThreads:
         if ht is not None:
             ht.active_at = time.monotonic()
 
-    def candidates(self) -> str:
-        """ACTIVE if some candidate thread may still call the device soon; STALLED if the only running
-        ones made no device call for STALL_S (computing, or in a wait not recognised); else
-        ALL_BLOCKED. A running thread in a wait it cannot leave by itself (:mod:`.host_waits`) counts
-        as blocked — but a Python primitive's wait only while no thread the simulator does not hold
-        is running (nor in a wait with a real-time timeout), since any of them might wake it, or
-        once it has waited so for GRACE_S of real time: an outside thread never holds virtual time
-        back for ever. An outside thread in such a wait itself holds nothing back."""
+    def candidates(self):
+        """ACTIVE if some candidate thread may still call the device soon; else the virtual time from
+        which no deadline may expire yet: STALLED if some running one made no device call for STALL_S
+        (computing, or in a wait not recognised), ALL_BLOCKED if none holds any back. A running
+        thread in a wait it cannot leave by itself (:mod:`.host_waits`) counts as blocked — but a
+        Python primitive's wait only while no thread the simulator does not hold is running (nor in
+        a wait with a real-time timeout), since any of them might wake it, or once it has waited so
+        for GRACE_S of real time: an outside thread never holds virtual time back for ever. One in a
+        wait with a real-time timeout is blocked until that wait's end in virtual time
+        (:meth:`_timed_until`): deadlines before it may expire; it holds back the later ones (and
+        deadlock reports), since it may act when its wait ends. An outside thread in such a wait
+        itself holds nothing back."""
         now = time.monotonic()
         stalled = host_waits = False
+        timed = INF
         frames = None
         for ht in self._order:
             if ht.state == RUNNING and ht.thread.is_alive():
                 if frames is None:
                     frames = sys._current_frames()
                 quiet = self._quiet(ht.thread, frames, set())
-                if quiet == TIMED:  # may end by itself: as a stalled thread (work goes on, no deadline)
-                    ht.waited = True
-                    stalled = True
-                    continue
                 if quiet is not None:
-                    ht.waited = True
+                    self._waiting(ht)
                     # Waiting in a Python primitive (Queue.get...): an outside thread may still wake
                     # it — for GRACE_S after its last device call or wake-up, then it counts as blocked.
-                    if quiet == CONDITION and now - ht.active_at < GRACE_S:
+                    if quiet == TIMED:
+                        until = self._timed_until(ht, frames)
+                        if until is None:  # joins an outside thread in such a wait: as stalled
+                            stalled = True
+                        elif until < timed:
+                            timed = until
+                    if (quiet == CONDITION or quiet == TIMED) and now - ht.active_at < GRACE_S:
                         host_waits = True
                     continue
                 if ht.waited:  # it was seen waiting and has been woken: give it a fresh start
@@ -372,7 +457,7 @@ class HostThreads:
             stalled = True
         if len(self._first_seen) > 64:
             self._first_seen = {t: s for t, s in self._first_seen.items() if t.is_alive()}
-        return STALLED if stalled else ALL_BLOCKED
+        return STALLED if stalled else timed
 
     def record_of(self, thread: threading.Thread) -> HostThread | None:
         """``thread``'s record if it is a registered host thread (not a reused ident's)."""
@@ -388,45 +473,19 @@ class HostThreads:
         ht = self.record_of(thread)
         return ht is not None and ht.state == BLOCKED
 
-    def _quiet(self, thread: threading.Thread, frames: dict, seen: set) -> str | None:
-        """Why ``thread`` cannot call the device before another thread acts: "blocked" (in a device
-        call), CONDITION (in a Python primitive's wait, :mod:`.host_waits`), JOIN (joining a thread
-        that is itself quiet, or a registered one, which is judged on its own); TIMED (in a wait with
-        a real-time timeout: not before another thread acts, or the timeout passes); None if it may."""
-        ht = self.record_of(thread)
-        if ht is not None and ht.state == BLOCKED:
-            return BLOCKED
-        wait = host_wait(frames.get(thread.ident), frames, self._order)
-        if wait is None or wait[0] == WAKING:
-            return None
-        kind, target = wait
-        if kind == CONDITION or kind == TIMED:
-            return kind
-        if target is None or not target.is_alive() or target in seen:
-            return None  # the join is returning, or joins form a cycle (a Python deadlock)
-        seen.add(thread)
-        inner = self._quiet(target, frames, seen)
-        if inner is not None:
-            return inner
-        return JOIN if self.record_of(target) is not None else None
-
-    def _host_waits(self) -> tuple[tuple[int, str], ...]:
-        """(index, where) of the running registered threads that wait on another host thread."""
-        frames = sys._current_frames()
-        return tuple((ht.index, describe(frames.get(ht.thread.ident)))
-                     for ht in self._order if ht.state == RUNNING and ht.thread.is_alive()
-                     and self._quiet(ht.thread, frames, set()) not in (None, TIMED))
-
     def user_code_ran(self) -> None:
         """The simulator ran host code (a host call): it may have started threads or changed state."""
         self._user_code = True
 
-    def _drive(self, who: str) -> None:
+    def _drive(self, hold) -> None:
         """Step the simulation until some blocked call is released (lock held, no active thread).
 
-        With every candidate blocked, deadlines expire and deadlocks are detected. With stalled
-        threads (running, but without device calls for a while) only simulated work advances, and only
-        up to the earliest deadline: a stalled thread may still signal, so nothing times out meanwhile.
+        ``hold`` (from :meth:`candidates`): deadlines from this virtual time on do not expire, since a
+        running thread might still act before them. With every candidate blocked (ALL_BLOCKED) all
+        deadlines expire and deadlocks are detected. With stalled threads (running, but without device
+        calls for a while) only simulated work advances, and only up to the earliest deadline: a
+        stalled thread may still signal, so nothing times out meanwhile (but a poll). A thread in a
+        Python wait with a real-time timeout holds back the deadlines from that wait's end on.
         """
         env = self.env
         queue, step = env._queue, env.step
@@ -442,24 +501,23 @@ class HostThreads:
                     seen = self._changes
                     pending = self.pending_blocks()
                     t_dead = min((b.deadline for b in pending if b.deadline is not None), default=INF)
-                if who == STALLED:
-                    if t_work == INF or t_work > t_dead:
-                        # No deadline expires while a stalled thread might still signal — except a
-                        # poll's (timeout 0): it asked to wait for no one, only for the device.
+                if t_work == INF or t_dead < t_work:  # next: a deadline, or nothing at all
+                    if hold == ALL_BLOCKED:
+                        if t_work == INF:
+                            self._deadlock(pending, t_dead)
+                            return
+                    elif t_dead >= hold:
+                        # No deadline expires while a running thread might still act before it —
+                        # except a poll's (timeout 0): it asked to wait for no one, only the device.
                         if not self._expire_polls(pending, t_dead):
                             return
                         continue
-                elif t_work == INF:
-                    self._deadlock(pending, t_dead)
-                    return
-                elif t_dead < t_work:
-                    self._advance(t_dead)
-                    for b in pending:
-                        if b.deadline == t_dead:
-                            self.release(b, b.timeout_error(), t_dead)
+                    # Nothing can meet the calls due (a thread in a timed Python wait cannot act
+                    # before its end, after this deadline): they time out (no deadlock: it may act).
+                    self._expire(pending, t_dead)
                     continue
                 step()
-                if who != STALLED:
+                if hold == ALL_BLOCKED:
                     # The common case as a tight loop: keep stepping while no deadline is due and
                     # nothing the checks above look at changes (releases, blocks, host code run). The
                     # step is SimPy's Environment.step, inlined.
@@ -478,8 +536,8 @@ class HostThreads:
                         event = callbacks = callback = None
                 if self._user_code:
                     self._user_code = False
-                    who = self.candidates()
-                    if who == ACTIVE:
+                    hold = self.candidates()
+                    if hold == ACTIVE:
                         return
             while env.peek() == env.now:  # release everyone due at this instant, not just the first
                 env.step()
@@ -490,15 +548,20 @@ class HostThreads:
             event = callbacks = callback = None
             self._sim_ident = None
 
+    def _expire(self, pending: list[Block], t_dead) -> None:
+        """Advance to ``t_dead`` and time out the blocks due then (plain DEADLINE_EXCEEDED)."""
+        self._advance(t_dead)
+        for b in pending:
+            if b.deadline == t_dead:
+                self.release(b, b.timeout_error(), t_dead)
+
     def _expire_polls(self, pending: list[Block], t_dead) -> bool:
         """If the blocks due at ``t_dead`` are all polls (timeout 0: deadline at their call), time
         them out there (plain DEADLINE_EXCEEDED) and return True."""
         due = [b for b in pending if b.deadline == t_dead]
         if not due or any(b.deadline != b.start for b in due):
             return False
-        self._advance(t_dead)
-        for b in due:
-            self.release(b, b.timeout_error(), t_dead)
+        self._expire(due, t_dead)
         return True
 
     def _advance(self, t) -> None:
@@ -512,6 +575,12 @@ class HostThreads:
             # Only polls expire: they answer "not yet" (DEADLINE_EXCEEDED) at their call, as when
             # work was pending; a poll loop is no deadlock, and a report per poll costs too much.
             return
+        due = [b for b in pending if b.deadline == t_dead] if t_dead != INF else pending
+        if all(b.late for b in due):
+            # Each was met (or failed) only after its deadline — by a thread whose clock ran ahead:
+            # a plain timeout, not a deadlock.
+            self._expire(due, t_dead)
+            return
         report = self.diagnose(pending) if self.diagnose else None
         if report is not None:
             report = replace(report, host_waits=self._host_waits())
@@ -519,25 +588,42 @@ class HostThreads:
                    if t.thread == b.thread.index}
         if t_dead != INF:  # the earliest finite deadline expires: nothing can happen before it
             self._advance(t_dead)
-            for b in pending:
-                if b.deadline == t_dead:
-                    self.release(b, deadlock_error(report, threads.get(b), True), t_dead)
+            for b in due:
+                error = b.timeout_error() if b.late else deadlock_error(report, threads.get(b), True)
+                self.release(b, error, t_dead)
         else:
             for b in pending:
                 self.release(b, deadlock_error(report, threads.get(b), False), b.start)
 
     def run_until_idle(self) -> None:
-        """Run every scheduled simulator event (device shutdown), as the simulator."""
+        """Run every scheduled simulator event (device shutdown), as the simulator. A blocked call
+        whose deadline comes before the next event, or by the close (:attr:`closing`), times out
+        there, in order: the simulation never runs past a deadline (a call still blocked when
+        nothing is left is the closer's to cancel)."""
+        env = self.env
+        until = -INF if self.closing is None else self.closing
         self._sim_ident = threading.get_ident()
+        seen = -1
         try:
-            while self.env.peek() != INF:
-                self.env.step()
+            while True:
+                t_work = env.peek()
+                if seen != self._changes:
+                    seen = self._changes
+                    pending = self.pending_blocks()
+                    t_dead = min((b.deadline for b in pending if b.deadline is not None), default=INF)
+                if t_work <= t_dead and t_work != INF:
+                    env.step()
+                elif t_work != INF or t_dead <= until:
+                    self._expire(pending, t_dead)
+                else:
+                    return
         finally:
             self._sim_ident = None
 
-    def release_all(self, error: HalError) -> None:
-        """Release every blocked call with ``error`` (device closed)."""
+    def release_all(self, error: HalError, at=0) -> None:
+        """Release every blocked call with ``error`` (device closed at ``at``; the simulator has run
+        its work to the end, and past every deadline that came before)."""
         for ht in self._order:
             b = ht.block
             if b is not None and b.state != RELEASED:
-                self.release(b, error.clone(), max(b.start, self.env.now))
+                self.release(b, error.clone(), max(b.start, self.env.now, at))

@@ -83,7 +83,7 @@ class Turns:
         threads = self.threads
         if threads.in_sim():
             return
-        clock = threads.env._now + ht.lag
+        clock = threads.env._now + ht.lag if ht.frozen is None else threads.clock_of(ht)
         passed = ht.passed
         if passed is not None and ht is self.runner and passed[0] == self.epoch and \
                 passed[1] == threading.active_count() and (passed[2] is None or (clock - TURN_NS, -1) < passed[2]):
@@ -146,7 +146,7 @@ class Turns:
             if frames is None:
                 frames = sys._current_frames()
             if threads._quiet(other.thread, frames, set()) is not None:
-                other.waited = True
+                threads._waiting(other)  # (its clock stands still while it waits)
                 continue
             if other.waited:  # woken from a Python wait since: it runs now
                 other.waited = False

@@ -15,8 +15,9 @@ primitives that only another thread can end. This module recognises those waits:
 
 * a ``Condition.wait`` with a real-time timeout not yet notified — ``q.get(timeout=1)``,
   ``ev.wait(0.2)``: :data:`TIMED`. It may end by itself, and a thread that does something after it (a
-  watchdog) must not see its device deadlines expire first; so it is not a wait the simulator may
-  count as blocked, only one it need not wait for (it is treated as stalled at once).
+  watchdog) must not see its device deadlines expire first; so the simulator counts it as a virtual
+  sleep of that timeout (:func:`timed_wait` gives the wait's identity and timeout): deadlines before
+  its end may expire, later ones wait for the thread.
 Plain locks (``Lock.acquire``, ``with lock:``) and ``SimpleQueue.get`` block in C with no frame of
 their own and are not recognised either.
 
@@ -34,8 +35,12 @@ from __future__ import annotations
 
 import sys
 import threading
+from time import monotonic
+
+from .host_turns import BLOCKED, RUNNING
 
 JOIN, CONDITION, TIMED, WAKING = "join", "condition", "timed", "waking"
+NS_PER_S = 1_000_000_000
 
 
 def _code(fn):
@@ -84,6 +89,19 @@ def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread 
         if work is not None and work.empty():
             return CONDITION, None  # idle: blocked in (or about to block in) work_queue.get()
     return None
+
+
+def timed_wait(frame) -> tuple[object, float] | None:
+    """``(waiter, timeout)`` if ``frame`` (a thread's innermost) is a ``Condition.wait`` with a
+    real-time timeout (:data:`TIMED`): its waiter lock — one per call, so it tells one wait from the
+    next — and the timeout in seconds; None otherwise."""
+    if frame is None or frame.f_code is not _CONDITION_WAIT:
+        return None
+    local = frame.f_locals
+    waiter, timeout = local.get("waiter"), local.get("timeout")
+    if waiter is None or timeout is None:
+        return None
+    return waiter, max(0.0, float(timeout))
 
 
 # Modules whose frames are the primitive itself, not the program waiting in it; and the wrappers
@@ -138,3 +156,67 @@ def _future_thread(frame, frames: dict, host_threads) -> threading.Thread | None
                 break
             f = f.f_back
     return None
+
+
+class PythonWaits:
+    """What :class:`~halsim.sim.host.HostThreads` reads of its threads' Python waits (a mixin: it
+    uses the threads' records, ``_order``, ``record_of``, ``env`` and ``clock_of``)."""
+
+    def _waiting(self, ht: "HostThread") -> None:
+        """``ht`` (running) was seen waiting in a Python primitive: its clock stands still from now
+        (time only advances after such a look, so this is its clock when it began to wait)."""
+        ht.waited = True
+        if ht.frozen is None:
+            ht.frozen = self.env._now + ht.lag
+
+    def _timed_until(self, ht: "HostThread", frames: dict) -> int | None:
+        """The virtual time the Python wait with a real-time timeout that ``ht`` is in ends: its
+        clock when the wait began plus the timeout — or, when it went from one such wait straight
+        into another (no device call or traced hand-off between), from the end of the one before
+        (it waited that out, or was woken without a hand-off the simulator sees), or as much later
+        as the real time it spent since that one was first seen (a loop of short waits seen only
+        now and then). None if ``ht`` is not in such a wait itself (it joins a thread that is)."""
+        w = timed_wait(frames.get(ht.thread.ident))
+        if w is None:
+            return None
+        waiter, timeout = w
+        timed = ht.timed
+        if timed is None or timed[0] is not waiter:
+            now = monotonic()
+            start = self.clock_of(ht)
+            if timed is not None:
+                _, seen, length = timed
+                start = max(start, ht.until - length + max(length, int((now - seen) * NS_PER_S)))
+            length = int(round(min(timeout, 2.0**32) * NS_PER_S))
+            ht.timed, ht.until = (waiter, now, length), start + length
+        return ht.until
+
+    def _quiet(self, thread: threading.Thread, frames: dict, seen: set) -> str | None:
+        """Why ``thread`` cannot call the device before another thread acts: "blocked" (in a device
+        call), CONDITION (in a Python primitive's wait, :mod:`.host_waits`), JOIN (joining a thread
+        that is itself quiet, or a registered one, which is judged on its own); TIMED (in a wait with
+        a real-time timeout: not before another thread acts, or the timeout passes); None if it may."""
+        ht = self.record_of(thread)
+        if ht is not None and ht.state == BLOCKED:
+            return BLOCKED
+        wait = host_wait(frames.get(thread.ident), frames, self._order)
+        if wait is None or wait[0] == WAKING:
+            return None
+        kind, target = wait
+        if kind == CONDITION or kind == TIMED:
+            return kind
+        if target is None or not target.is_alive() or target in seen:
+            return None  # the join is returning, or joins form a cycle (a Python deadlock)
+        seen.add(thread)
+        inner = self._quiet(target, frames, seen)
+        host = self.record_of(target) is not None
+        if inner is not None and not (inner == TIMED and host):
+            return inner
+        return JOIN if host else None  # (a host thread it joins is judged on its own)
+
+    def _host_waits(self) -> tuple[tuple[int, str], ...]:
+        """(index, where) of the running registered threads that wait on another host thread."""
+        frames = sys._current_frames()
+        return tuple((ht.index, describe(frames.get(ht.thread.ident)))
+                     for ht in self._order if ht.state == RUNNING and ht.thread.is_alive()
+                     and self._quiet(ht.thread, frames, set()) not in (None, TIMED))
