@@ -311,7 +311,7 @@ class HappensBefore:
         preferred: dict[int, int] = {}    # queue -> the chain its last op went on
         op_of_node = list(self.node_of_op) + [None] * (n - len(self.node_of_op))  # op nodes come first
         lane_arr, epoch_arr, start_arr, counter = self.lane, self.epoch, self.start, self._counter
-        queue_pos = self._queue_pos
+        queue_pos, merge = self._queue_pos, self._merge
         covered = bytearray(n)   # in-order ops after every earlier op of their queue (_queue_edges)
         last_vc = ()
         for node in self._topological():
@@ -321,16 +321,7 @@ class HappensBefore:
             if at > 0:
                 deps = deps[:-1]   # the op before it on its queue: _queue_edges below
             for d in deps:
-                dv, dl, de = start_arr[d], lane_arr[d], epoch_arr[d]
-                if len(dv) > len(vc):
-                    vc.extend([0] * (len(dv) - len(vc)))
-                for i, x in enumerate(dv):
-                    if x > vc[i]:
-                        vc[i] = x
-                if dl >= len(vc):
-                    vc.extend([0] * (dl + 1 - len(vc)))
-                if de > vc[dl]:
-                    vc[dl] = de
+                merge(vc, d)
             op_id = op_of_node[node]
             covers = False
             if at >= 0:

@@ -14,45 +14,12 @@ import pytest
 import reference.hal.allocator as allocator_module
 from reference import hal
 from reference.hal.wait import MAX_TIMEOUT_S, normalize_timeout
+from tests.reference.conftest import expect
 
 S = hal.StatusCode
 MT, BU = hal.MemoryType, hal.BufferUsage
 WHOLE = hal.WHOLE_BUFFER
 WAIT = 10.0
-
-INFOS = hal.available_devices()
-ASYNC = [info for info in INFOS if "async_queue" in info.capabilities]
-INDIRECT = [info for info in INFOS if "indirect" in info.capabilities]
-
-
-def _create(uri):
-    try:
-        return hal.create_device(uri)
-    except hal.HalError as e:
-        if e.code == S.UNAVAILABLE:
-            pytest.skip(f"device {uri} unavailable: {e.message}")
-        raise
-
-
-@pytest.fixture(params=INFOS, ids=[info.uri for info in INFOS])
-def dev(request):
-    device = _create(request.param.uri)
-    yield device
-    device.close()
-
-
-@pytest.fixture(params=ASYNC, ids=[info.uri for info in ASYNC])
-def async_dev(request):
-    device = _create(request.param.uri)
-    yield device
-    device.close()
-
-
-@pytest.fixture(params=INDIRECT, ids=[info.uri for info in INDIRECT])
-def indirect_dev(request):
-    device = _create(request.param.uri)
-    yield device
-    device.close()
 
 
 @pytest.fixture
@@ -61,12 +28,6 @@ def other():
     device = hal.create_device("local-sync")
     yield device
     device.close()
-
-
-def expect(code, message, fn, *args, **kwargs):
-    with pytest.raises(hal.HalError) as ei:
-        fn(*args, **kwargs)
-    assert (ei.value.code, ei.value.message) == (code, message)
 
 
 def params_buffer(device, size):

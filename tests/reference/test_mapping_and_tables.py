@@ -7,43 +7,12 @@ Every wait is bounded; a hang fails the test.
 import pytest
 
 from reference import hal
+from tests.reference.conftest import expect
 
 S = hal.StatusCode
 BU, MA, M = hal.BufferUsage, hal.MemoryAccess, hal.CommandBufferMode
 WHOLE = hal.WHOLE_BUFFER
 WAIT = 10.0
-
-INFOS = hal.available_devices()
-INDIRECT = [info for info in INFOS if "indirect" in info.capabilities]
-
-
-def _create(uri):
-    try:
-        return hal.create_device(uri)
-    except hal.HalError as e:
-        if e.code == S.UNAVAILABLE:
-            pytest.skip(f"device {uri} unavailable: {e.message}")
-        raise
-
-
-@pytest.fixture(params=INFOS, ids=[info.uri for info in INFOS])
-def dev(request):
-    device = _create(request.param.uri)
-    yield device
-    device.close()
-
-
-@pytest.fixture(params=INDIRECT, ids=[info.uri for info in INDIRECT])
-def indirect_dev(request):
-    device = _create(request.param.uri)
-    yield device
-    device.close()
-
-
-def expect(code, message, fn, *args, **kwargs):
-    with pytest.raises(hal.HalError) as ei:
-        fn(*args, **kwargs)
-    assert (ei.value.code, ei.value.message) == (code, message)
 
 
 def test_map_copy_of_whole_buffers_copies_the_shorter_length(dev):

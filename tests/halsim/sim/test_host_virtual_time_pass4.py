@@ -10,27 +10,12 @@ import time
 import pytest
 
 from halsim.sim import DeadlockError
-from halsim.sim.driver import driver
 from reference import hal
 from tests.conftest import WAIT, join
 from tests.halsim.sim.conftest import costs
 
 S = hal.StatusCode
 ANY = hal.WaitMode.ANY
-
-
-@pytest.fixture
-def make():
-    devices = []
-
-    def create(personality: str = "generic", **options):
-        dev = driver.create_device(personality, **options)
-        devices.append(dev)
-        return dev
-
-    yield create
-    for dev in devices:
-        dev.close()
 
 
 def start(fn, *args) -> threading.Thread:
