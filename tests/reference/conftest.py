@@ -11,7 +11,7 @@ ASYNC = [info for info in INFOS if "async_queue" in info.capabilities]
 INDIRECT = [info for info in INFOS if "indirect" in info.capabilities]
 
 
-def _create(uri):
+def open_device(uri):
     try:
         return hal.create_device(uri)
     except hal.HalError as e:
@@ -22,21 +22,21 @@ def _create(uri):
 
 @pytest.fixture(params=INFOS, ids=[info.uri for info in INFOS])
 def dev(request):
-    device = _create(request.param.uri)
+    device = open_device(request.param.uri)
     yield device
     device.close()
 
 
 @pytest.fixture(params=ASYNC, ids=[info.uri for info in ASYNC])
 def async_dev(request):
-    device = _create(request.param.uri)
+    device = open_device(request.param.uri)
     yield device
     device.close()
 
 
 @pytest.fixture(params=INDIRECT, ids=[info.uri for info in INDIRECT])
 def indirect_dev(request):
-    device = _create(request.param.uri)
+    device = open_device(request.param.uri)
     yield device
     device.close()
 

@@ -13,23 +13,15 @@ import pytest
 
 from reference import hal
 from tests.conftest import WAIT
+from tests.reference.conftest import open_device
 
 BUSY = 32 << 20  # bytes: a fill that keeps a queue busy for milliseconds (simulated or real)
 DEVICES = [info for info in hal.available_devices() if "host_calls" in info.capabilities]
 
 
-def _open(uri: str):
-    try:
-        return hal.create_device(uri)
-    except hal.HalError as e:
-        if e.code == hal.StatusCode.UNAVAILABLE:
-            pytest.skip(f"device {uri} unavailable: {e.message}")
-        raise
-
-
 @pytest.mark.parametrize("info", DEVICES, ids=[info.uri for info in DEVICES])
 def test_work_waiting_for_a_host_call_sees_what_the_function_wrote(info):
-    dev = _open(info.uri)
+    dev = open_device(info.uri)
     try:
         src, dst = dev.allocator.allocate_buffer(16), dev.allocator.allocate_buffer(16)
         busy = dev.allocator.allocate_buffer(BUSY)
