@@ -146,10 +146,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def split_program(spec: str, base: str | None = None) -> tuple[str, str | None]:
+    """``file.py[:function]`` → ``(file, function or None)``. A path may hold colons itself (a folder
+    ``run:1``), so the split is at the last colon, and only when what follows is a Python identifier
+    (or nothing) and what precedes ends in ``.py`` or is a file (relative to ``base``); otherwise the
+    whole of ``spec`` is the path.
+
+    >>> split_program("prog.py:main"), split_program("run:1/prog.py:step"), split_program("run:1/prog.py")
+    (('prog.py', 'main'), ('run:1/prog.py', 'step'), ('run:1/prog.py', None))
+    """
+    head, sep, tail = spec.rpartition(":")
+    if sep and (tail.isidentifier() or not tail) and (
+            head.endswith(".py") or os.path.isfile(os.path.join(base or "", head))):
+        return head, tail or None
+    return spec, None
+
+
 def load_program(spec: str):
     """``file.py[:function]`` → the function (default ``main``); UsageError on any problem, including
     a function that cannot be called with one argument (the device)."""
-    path, _, func = spec.partition(":")
+    path, func = split_program(spec)
     func = func or "main"
     if not path.endswith(".py"):
         raise UsageError(f"program {spec!r}: expected file.py[:function]")
@@ -186,7 +202,7 @@ def program_raised(spec: str, what: str, error: BaseException) -> None:
     if isinstance(error, ProgramExit):
         print(f"halsim: {what} called sys.exit({error.code!r})", file=sys.stderr)
         return
-    path = os.path.abspath(spec.partition(":")[0])
+    path = os.path.abspath(split_program(spec)[0])
     tb = error.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != path:
         tb = tb.tb_next
@@ -283,8 +299,7 @@ def cmd_run(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: expected a .png or .svg file name")
     _check_outputs({"--trace": args.trace, "--plot": args.plot, "--perfetto": args.perfetto},
-                   [args.program.partition(":")[0] if args.program.partition(":")[0].endswith(".py")
-                    else args.program])
+                   [split_program(args.program)[0]])
     timeout = _timeout(args)
     if _is_schedule(args.program):
         uri, trace, errors = _run_schedule(args, timeout)
@@ -305,6 +320,7 @@ def cmd_run(args) -> int:
         except KeyboardInterrupt:
             if timeout is None:
                 raise
+            print("halsim: interrupted", file=sys.stderr)
             exit_now(130)  # the program's thread cannot be interrupted; leave without waiting for it
         except hal.HalError as e:  # a deadlock report or a failure the program did not handle
             print(f"halsim: {args.program} on {uri} raised {e}", file=sys.stderr)
@@ -409,6 +425,9 @@ def main(argv=None) -> int:
         print(f"halsim: error: {e.filename or ''}: {e.strerror or e}".replace("error: : ", "error: "),
               file=sys.stderr)
         code = 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (files are written atomically)
+        print("halsim: interrupted", file=sys.stderr)
+        code = 130
     stuck = leftover_threads(before)
     if stuck:
         print(f"halsim: {len(stuck)} program thread{'s' if len(stuck) != 1 else ''} still running; "

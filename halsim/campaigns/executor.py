@@ -18,12 +18,58 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import signal
 import sys
+import threading
 import time
 
 
 class CampaignError(Exception):
     """Bad campaign input (spec, arguments, cluster address): one line, exit status 2."""
+
+
+#: Exit status of a campaign stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(Exception):
+    """A campaign stopped by Ctrl-C (SIGINT): one line saying what was kept, exit status
+    :data:`EXIT_INTERRUPTED`. The worker processes ignore SIGINT (a Ctrl-C reaches the whole process
+    group): this process alone stops, and stops them (:func:`run_unordered`)."""
+
+
+class HeldInterrupts:
+    """``with HeldInterrupts() as held:`` Ctrl-C (SIGINT) does not interrupt the block; afterwards
+    ``held.interrupted`` says whether one came (``raise_at_exit``: raised then, as KeyboardInterrupt,
+    unless the block raised). A second Ctrl-C within the block is raised at once (the user insists).
+
+    A KeyboardInterrupt raised at an arbitrary point of the simulator or of a file write can leave a
+    lock taken or half a row written; campaigns take it between tasks and writes instead. Only in
+    the main thread with Python's own SIGINT handler installed (else nothing changes: an ignored
+    SIGINT stays ignored)."""
+
+    def __init__(self, raise_at_exit: bool = False):
+        self.raise_at_exit, self.interrupted, self._active = raise_at_exit, False, False
+
+    def _handler(self, signum, frame) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+
+    def __enter__(self) -> "HeldInterrupts":
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            signal.signal(signal.SIGINT, self._handler)
+            self._active = True
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._active:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self._active = False
+        if self.interrupted and self.raise_at_exit and exc_type is None:
+            raise KeyboardInterrupt
+        return False
 
 
 def run_unordered(fn, shared, items, jobs: int = 1, dask: str | None = None):
@@ -36,28 +82,68 @@ def run_unordered(fn, shared, items, jobs: int = 1, dask: str | None = None):
         yield from _run_dask(fn, shared, items, jobs, dask)
     elif jobs == 1:
         for item in items:
-            yield item, fn(shared, item)
+            with HeldInterrupts() as held:  # (a Ctrl-C ends the task in progress first)
+                result = fn(shared, item)
+            yield item, result
+            if held.interrupted:
+                raise KeyboardInterrupt
     else:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["halsim.campaigns.sweep", "halsim.campaigns.fuzz"])
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_set_shared,
-                                                    initargs=(shared,)) as pool:
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_set_shared,
+                                                      initargs=(shared,))
+        futures: dict = {}
+        try:
             futures = {pool.submit(_call_shared, fn, item): item for item in items}
-            try:
-                for fut in concurrent.futures.as_completed(futures):
-                    yield futures[fut], fut.result()
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
+            for fut in concurrent.futures.as_completed(futures):
+                yield futures[fut], fut.result()
+        except BaseException:
+            # (Ctrl-C, a task's error, the caller stopping early): nothing more is wanted from the
+            # workers, and a task in progress may run for long (a program that never returns). The
+            # pool then fails the pending futures itself (BrokenProcessPool; cancelling them here
+            # too races with that and makes its thread print an InvalidStateError)
+            _stop_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
 
 _SHARED = None
 
 
 def _set_shared(shared) -> None:
+    """A worker's start: keep ``shared``; ignore SIGINT, which a Ctrl-C sends to the whole process
+    group (the parent stops the workers itself, and a worker's KeyboardInterrupt traceback would
+    say nothing)."""
     global _SHARED
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _SHARED = shared
+
+
+def _stop_workers(pool) -> None:
+    """Terminate ``pool``'s worker processes now (SIGTERM), not after the tasks they are running.
+
+    A worker killed while it was writing a result leaves half a message in the result pipe, and the
+    pool's management thread would wait for the rest forever (and ``shutdown`` or the interpreter's
+    exit with it): once the workers are gone, this process closes its own copy of the pipe's write
+    end, so that read ends (EOF), the pool counts itself broken and shuts down."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        try:
+            proc.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass  # (already gone)
+    for proc in procs:
+        try:
+            proc.join(5)
+        except (OSError, ValueError, AssertionError):
+            pass
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None and not any(p.is_alive() for p in procs):
+        try:
+            writer.close()
+        except OSError:
+            pass
 
 
 def _call_shared(fn, item):

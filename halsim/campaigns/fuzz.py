@@ -18,8 +18,8 @@ import os
 import sys
 import warnings
 
-from .executor import CampaignError, Progress, run_unordered
-from .generate import generate
+from .executor import EXIT_INTERRUPTED, CampaignError, HeldInterrupts, Interrupted, Progress, run_unordered
+from .generate import generate, knob_problem
 
 
 def check_document(doc: dict, path: str = "<generated>") -> list:
@@ -126,18 +126,24 @@ def run_fuzz(programs: int, seed: int, knobs: dict, out: str | None, jobs: int =
             raise CampaignError(f"--out {out!r}: {e.strerror}") from None
     bar = Progress(programs, "fuzz", stream) if progress else None
     rules: collections.Counter = collections.Counter()
-    files, crashes, with_findings = [], [], 0
+    files, crashes, with_findings, done = [], [], 0, 0
     try:
         for _seed, r in run_unordered(_task, knobs, range(seed, seed + programs), jobs, dask):
+            done += 1
             if r["error"]:
                 crashes.append((r["seed"], r["error"]))
             if r["findings"]:
                 with_findings += 1
                 rules.update(rule for rule, _ in r["findings"])
                 if out:
-                    files.append(write_finding(out, r))
+                    with HeldInterrupts(raise_at_exit=True):  # (a Ctrl-C: after the file, with it counted)
+                        files.append(write_finding(out, r))
             if bar:
                 bar.update()
+    except KeyboardInterrupt:
+        kept = f"; their {len(files)} finding file{'s' if len(files) != 1 else ''} are in {out}" if out else ""
+        raise Interrupted(f"interrupted: {done} of {programs} programs checked, {with_findings} with findings"
+                          f"{kept}") from None
     finally:
         if bar:
             bar.close()
@@ -175,16 +181,13 @@ def add_parsers(sub) -> None:
 
 def cmd_fuzz(args) -> int:
     try:
-        if args.size < 1:
-            raise CampaignError(f"--size {args.size}: must be >= 1")
-        if not 0 <= args.drop_sync <= 1:
-            raise CampaignError(f"--drop-sync {args.drop_sync}: must be in [0, 1]")
-        if not 0 <= args.fail_prob <= 1:
-            raise CampaignError(f"--fail-prob {args.fail_prob}: must be in [0, 1]")
+        for flag, knob, value in (("--size", "size", args.size), ("--drop-sync", "drop_sync", args.drop_sync),
+                                  ("--fail-prob", "fail_prob", args.fail_prob), ("--queues", "queues", args.queues)):
+            problem = knob_problem(knob, value)  # (the same check as a sweep spec's generator knobs)
+            if problem:
+                raise CampaignError(f"{flag} {value}: {problem}")
         if not 0 <= args.fault_rate <= 1:
             raise CampaignError(f"--fault-rate {args.fault_rate}: must be in [0, 1]")
-        if args.queues < 1:
-            raise CampaignError(f"--queues {args.queues}: must be >= 1")
         if args.jobs < 1:
             raise CampaignError(f"--jobs {args.jobs}: must be >= 1")
         from reference import hal
@@ -206,6 +209,9 @@ def cmd_fuzz(args) -> int:
     except CampaignError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"halsim: {e}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"fuzz: {summary['programs']} programs on {args.device} (seeds {args.seed}..{args.seed + args.programs - 1}),"
           f" {summary['with_findings']} with findings")
     for rule, n in sorted(summary["rules"].items()):

@@ -49,6 +49,53 @@ STEP_WEIGHTS = (("execute", 6), ("fill", 2), ("copy", 2), ("update", 1), ("dispa
 FAIL_MESSAGES = ("device lost", "bad input", "out of memory", "user cancelled")
 
 
+#: The knobs of :func:`generate` a campaign may set (``halsim fuzz`` options, a sweep spec's
+#: ``[program] generator`` table and ``gen.*`` parameters).
+KNOBS = ("seed", "size", "drop_sync", "queues", "timelines", "gates", "fail_prob", "wait_before_signal")
+#: Most steps a program may propose: a step costs about 0.4 ms to generate and run, so this is minutes.
+MAX_SIZE = 1_000_000
+#: Most timeline or gate semaphores.
+MAX_SEMAPHORES = 1_000
+
+
+def knob_problem(name: str, value) -> str | None:
+    """What is wrong with ``value`` for generator knob ``name`` (None: nothing), checked before any
+    program is generated: the one check behind ``halsim fuzz``'s options and a sweep spec's knobs.
+    The reason names no value (the caller shows it its own way).
+
+    >>> knob_problem("size", 0), knob_problem("drop_sync", 2.0), knob_problem("queues", 1.5)
+    ('must be >= 1', 'must be in [0, 1]', 'must be an integer >= 1')
+    >>> knob_problem("size", 2**64), knob_problem("timelines", None), knob_problem("gates", 0)
+    ('must be <= 1000000', None, None)
+    """
+    def integer(lo, hi=None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer >= {lo}" if hi is None else f"must be an integer in [{lo}, {hi}]"
+        if value < lo:
+            return f"must be >= {lo}"
+        if hi is not None and value > hi:
+            return f"must be <= {hi}"
+        return None
+
+    if name == "seed":
+        return "must be an integer" if isinstance(value, bool) or not isinstance(value, int) else None
+    if name == "size":
+        return integer(1, MAX_SIZE)
+    if name == "queues":
+        return integer(1)
+    if name == "timelines":
+        return None if value is None else integer(1, MAX_SEMAPHORES)
+    if name == "gates":
+        return integer(0, MAX_SEMAPHORES)
+    if name in ("drop_sync", "fail_prob"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a number in [0, 1]"
+        return None if 0 <= value <= 1 else "must be in [0, 1]"  # (NaN too)
+    if name == "wait_before_signal":
+        return None if isinstance(value, bool) else "must be true or false"
+    return f"unknown knob (expected one of: {', '.join(KNOBS)})"
+
+
 class Chooser:
     """Random choices from ``random.Random`` or from hypothesis's ``draw`` (so failures shrink)."""
 

@@ -54,7 +54,7 @@ import sys
 import time
 import warnings
 
-from .executor import CampaignError, Progress, run_unordered
+from .executor import EXIT_INTERRUPTED, CampaignError, HeldInterrupts, Interrupted, Progress, run_unordered
 from .sweep_spec import DEFAULT_METRICS, METRICS, Spec, load_spec, parse_spec, point_key  # noqa: F401 (the API)
 
 
@@ -243,14 +243,24 @@ def run_point(payload: dict, params: dict) -> dict:
 # -- the results file --------------------------------------------------------------------------------
 
 def read_results(path: str) -> tuple[list[str], list[dict]]:
-    """(header, rows) of a results CSV; a partial last line (a crash mid-write) is ignored."""
-    with open(path, newline="", encoding="utf-8") as f:
-        text = f.read()
+    """(header, rows) of a results CSV; a partial last line (a crash mid-write) is ignored.
+    :class:`CampaignError` for a file that is not CSV text (not UTF-8, NUL bytes, a broken quote)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise CampaignError(f"{path}: not a results file (not UTF-8 text)") from None
+    except OSError as e:
+        raise CampaignError(f"{path}: cannot read: {e.strerror or e}") from None
     if text and not text.endswith("\n"):
         text = text[:text.rfind("\n") + 1]
-    reader = csv.DictReader(io.StringIO(text))
-    rows = list(reader)
-    return list(reader.fieldnames or []), rows
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        rows = list(reader)
+        header = list(reader.fieldnames or [])
+    except csv.Error as e:
+        raise CampaignError(f"{path}: not a results file (not CSV: {e})") from None
+    return header, rows
 
 
 class ResultsWriter:
@@ -265,8 +275,9 @@ class ResultsWriter:
         if exists:
             header, rows = read_results(path)
             if header != columns:
+                shown = ", ".join(h if h.isprintable() else repr(h) for h in header[:6])
                 raise CampaignError(f"--resume: {path} has other columns than this spec "
-                                    f"({', '.join(header[:6])}, …): not the same sweep")
+                                    f"({shown}, …): not the same sweep")
             self.done = {r["key"] for r in rows}
             with open(path, "rb+") as f:     # drop a partial last line
                 data = f.read()
@@ -285,9 +296,10 @@ class ResultsWriter:
             self.flush()
 
     def write(self, row: dict) -> None:
-        self.writer.writerow(row)
-        self.rows += 1
-        self.flush()
+        with HeldInterrupts(raise_at_exit=True):  # (a Ctrl-C: after the row, never half of it)
+            self.writer.writerow(row)
+            self.rows += 1
+            self.flush()
 
     def discard(self) -> None:
         """Close, and remove the file if this writer created it and wrote no row (a sweep that
@@ -314,11 +326,14 @@ def check_points(spec: Spec) -> None:
 
     seen = set()
     for params in spec.points:
-        uri, options, cost, _gen = split_params(params)
+        uri, options, cost, gen = split_params(params)
         payload = spec.payload
         doc_dev = payload.get("doc", {}).get("device", {}) if payload["kind"] == "schedule" else {}
         if isinstance(doc_dev, str):
             doc_dev = {"uri": doc_dev}
+        if payload["kind"] == "generator":  # (a generated program's device has the generator's queues)
+            queues = {**payload["knobs"], **gen}.get("queues")
+            doc_dev = {"options": {"queues": queues}} if queues is not None else {}
         uri = uri or payload["uri"] or doc_dev.get("uri", "sim")
         opts = {**doc_dev.get("options", {}), **payload["options"], **options}
         opts.pop("seed", None)
@@ -362,6 +377,12 @@ def run_sweep(spec: Spec, out: str, jobs: int = 1, dask: str | None = None, resu
             errors += bool(row["error"])
             if bar:
                 bar.update()
+    except KeyboardInterrupt:
+        writer.discard()
+        kept = len(spec.points) - len(todo) + writer.rows
+        raise Interrupted(f"interrupted: {kept} of {len(spec.points)} points are in {csv_path}; --resume "
+                          f"continues the sweep" if kept else
+                          f"interrupted before the first point finished: nothing written to {csv_path}") from None
     except BaseException:
         writer.discard()
         raise
@@ -479,6 +500,9 @@ def cmd_sweep(args) -> int:
     except CampaignError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"halsim: {e}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     csv_path = args.out[:-len(".parquet")] + ".csv" if args.out.endswith(".parquet") else args.out
     _header, rows = read_results(csv_path)
     print(f"sweep: {summary['points']} points: {summary['ran']} run, {summary['skipped']} already in {csv_path}, "

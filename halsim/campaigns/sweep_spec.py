@@ -19,6 +19,7 @@ import random
 import tomllib
 
 from .executor import CampaignError
+from .generate import KNOBS, knob_problem
 
 METRICS = {
     "makespan": ["makespan_ns", "ops", "commands", "failed_ops"],
@@ -63,6 +64,12 @@ def load_spec(path: str) -> Spec:
     return parse_spec(doc, path)
 
 
+def _shown(v) -> str:
+    """A TOML value in a message: its repr, or its type for a table or a long list."""
+    text = repr(v)
+    return text if len(text) <= 40 else f"a {type(v).__name__}"
+
+
 def _fail(path, where, reason):
     raise CampaignError(f"{path}: {where}: {reason}")
 
@@ -90,7 +97,17 @@ def _check_param(path, where, name, program_kind):
             _fail(path, where, f"{name!r}: unknown generator knob (expected one of: {', '.join(GEN_KNOBS)})")
 
 
-GEN_KNOBS = ("seed", "size", "drop_sync", "queues", "timelines", "gates", "fail_prob", "wait_before_signal")
+def _check_knob(path, where, name, value, program_kind):
+    """A generator knob's value (``gen.KNOB``, or ``seed``, which seeds a generated program too):
+    :func:`halsim.campaigns.generate.knob_problem`, the check ``halsim fuzz`` makes of its options."""
+    knob = name[4:] if name.startswith("gen.") else name if name == "seed" and program_kind == "generator" else None
+    if knob is not None:
+        problem = knob_problem(knob, value)
+        if problem:
+            _fail(path, where, f"{problem}, got {_shown(value)}")
+
+
+GEN_KNOBS = KNOBS  # (the generator's knobs; the name this module has always exported)
 
 
 def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
@@ -135,7 +152,8 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
         spec = prog["python"]
         if not isinstance(spec, str):
             _fail(path, "program.python", "expected 'file.py[:function]'")
-        file, _, func = spec.partition(":")
+        from halsim.cli import split_program
+        file, func = split_program(spec, base)  # (at the last colon: a folder may be named run:1)
         file = os.path.join(base, file)
         if not file.endswith(".py") or not os.path.isfile(file):
             _fail(path, "program.python", f"{file!r}: no such .py file")
@@ -146,9 +164,10 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
         knobs = prog["generator"]
         if not isinstance(knobs, dict):
             _fail(path, "program.generator", "expected a table of knobs")
-        for k in knobs:
+        for k, v in knobs.items():
             if k not in GEN_KNOBS:
                 _fail(path, f"program.generator.{k}", f"unknown knob (expected one of: {', '.join(GEN_KNOBS)})")
+            _check_knob(path, f"program.generator.{k}", f"gen.{k}", v, "generator")
         payload = {"kind": "generator", "knobs": dict(knobs)}
         kind = "generator"
     payload.update(uri=uri, options=dict(options), cost=dict(cost))
@@ -164,7 +183,8 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
         names = list(grid)
         for n in names:
             _check_param(path, f"grid.{n}", n, kind)
-            _values(path, f"grid.{n}", grid[n])
+            for v in _values(path, f"grid.{n}", grid[n]):
+                _check_knob(path, f"grid.{n}", n, v, kind)
         points += [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
     if sample is not None:
         if not isinstance(sample, dict) or set(sample) - {"n", "seed", "params"}:
@@ -175,15 +195,21 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
         params = sample.get("params")
         if not isinstance(params, dict) or not params:
             _fail(path, "sample.params", "expected a table of parameter = [choices] or {min, max}")
-        rng = random.Random(sample.get("seed", 0))
+        seed = sample.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            _fail(path, "sample.seed", f"expected an integer, got {_shown(seed)}")
+        rng = random.Random(seed)
         for name, dom in params.items():
             _check_param(path, f"sample.params.{name}", name, kind)
             if isinstance(dom, dict):
                 if set(dom) != {"min", "max"} or not all(isinstance(dom[k], (int, float)) and not isinstance(dom[k], bool)
                                                           for k in dom) or dom["min"] > dom["max"]:
                     _fail(path, f"sample.params.{name}", "expected {min = A, max = B} with A <= B")
+                for v in (dom["min"], dom["max"]):  # (every knob's valid values are a range)
+                    _check_knob(path, f"sample.params.{name}", name, v, kind)
             else:
-                _values(path, f"sample.params.{name}", dom)
+                for v in _values(path, f"sample.params.{name}", dom):
+                    _check_knob(path, f"sample.params.{name}", name, v, kind)
         for _ in range(n):
             pt = {}
             for name, dom in params.items():
@@ -205,6 +231,8 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
     if not isinstance(metrics, list) or not metrics:
         _fail(path, "metrics", f"expected a list of: {', '.join(METRICS)}")
     for m in metrics:
+        if not isinstance(m, str):
+            _fail(path, "metrics", f"expected metric names (strings), got {_shown(m)}")
         if m not in METRICS:
             _fail(path, "metrics", f"unknown metric {m!r} (expected: {', '.join(METRICS)})")
     plot = doc.get("plot", {})

@@ -174,9 +174,10 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
 def load_target(target: str, device: str | None, timeout: float | None = None, progress=None):
     """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems,
     _TimedOut when a program ran past ``timeout`` seconds. ``progress``: shows a trace file's reading."""
+    from halsim.cli import split_program
     from halsim.schedule import is_schedule_path
 
-    path = target.partition(":")[0] if target.partition(":")[0].endswith(".py") else target
+    path = split_program(target)[0]
     if path.endswith(".json") and _is_trace(path):
         notes = [f"--device {device} ignored: a trace is checked as it was recorded"] if device else []
         from halsim.trace_tools.model import load as load_trace

@@ -109,7 +109,10 @@ def _findings(path: str | None) -> list[dict] | None:
     except (OSError, ValueError) as e:  # (json.JSONDecodeError is a ValueError)
         raise BadInput(f"--findings {path!r}: {getattr(e, 'strerror', None) or e}") from None
     if isinstance(data, dict):
-        data = data.get("findings", [])
+        if not isinstance(data.get("findings"), list):  # (a trace, or another JSON file, given by mistake)
+            raise BadInput(f"--findings {path!r}: expected a JSON list of findings, or an object with a "
+                           f"'findings' list (as halsim check --json writes)")
+        data = data["findings"]
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
         raise BadInput(f"--findings {path!r}: expected a JSON list of findings (objects)")
     return data

@@ -160,17 +160,32 @@ def host_wait_edges(trace) -> list[Edge]:
     return edges
 
 
+def failed_after_done(ix: TraceIndex, edge: Edge) -> bool:
+    """Whether ``edge`` is a ``fail`` edge whose failure came after its waiting operation had
+    already finished (in trace order): the failure did not complete that wait, so it orders nothing.
+    A queue shutting down (a deadlock report, a device closed with work pending) cancels each pending
+    operation and then fails what it would have signalled; in a deadlock those failures point at
+    operations that were cancelled first, and the edges form the very cycle that deadlocked."""
+    if edge.kind != "fail":
+        return False
+    done = ix.done_seq.get(ix.op_pos.get(edge.dst, -1))
+    fail = ix.fails.get(edge.sem)
+    return done is not None and fail is not None and fail[0] > done
+
+
 def op_graph(trace) -> nx.DiGraph:
     """The operations as a DAG: nodes are op ids (attributes: the merged op record of
     ``trace.operations()``), edges carry ``kind`` in {"semaphore", "queue", "program"} (a wait
     met by a failure is a ``semaphore`` edge with ``failed=True``), plus ``sem`` and ``value``.
-    Edges from host signals (``host:T``) are not op→op and are left out."""
+    Edges from host signals (``host:T``) are not op→op and are left out, and so are failures that
+    came after the waiting operation had finished (:func:`failed_after_done`: a deadlocked queue's
+    cancellations)."""
     ix = TraceIndex.of(trace)
     g = nx.DiGraph()
     for op in ix.ops:
         g.add_node(op["op"], **op)
     for e in signal_wait_edges(ix):
-        if e.src in g:
+        if e.src in g and not failed_after_done(ix, e):
             g.add_edge(e.src, e.dst, kind="semaphore", sem=e.sem, value=e.value, failed=e.kind == "fail")
     for e in queue_edges(ix) + host_wait_edges(ix):
         if not g.has_edge(e.src, e.dst):  # a semaphore edge already says more

@@ -105,47 +105,198 @@ def _kind(v) -> str:
 
 _TIMES = ("t", "start", "ready", "end")
 _NEEDS_T = frozenset({"op", "op_done", "cmd", "encoder", "signal", "fail", "semaphore", "host_wait"})
-_OP_EVENTS = frozenset({"op", "op_done", "cmd", "encoder", "issue", "retain", "release", "metal_cb"})
-_SEM_EVENTS = frozenset({"signal", "fail", "semaphore"})
+#: The largest integer a trace may hold (int64, what the Perfetto export writes; times are ns).
+MAX_INT = (1 << 63) - 1
+
+
+def _nat(v) -> bool:
+    return type(v) is int and 0 <= v <= MAX_INT
+
+
+def _nat_or_null(v) -> bool:
+    return v is None or (type(v) is int and 0 <= v <= MAX_INT)
+
+
+def _str(v) -> bool:
+    return type(v) is str
+
+
+def _str_or_null(v) -> bool:
+    return v is None or type(v) is str
+
+
+def _strs(v) -> bool:
+    return type(v) is list and all(type(x) is str for x in v)
+
+
+def _pairs(v) -> bool:
+    return type(v) is list and all(type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is int
+                                   for p in v)
+
+
+def _accesses(v) -> bool:
+    if type(v) is not list:
+        return False
+    for a in v:
+        if type(a) is not list or len(a) != 4 or type(a[0]) is not str or type(a[3]) is not str:
+            return False
+        off, length = a[1], a[2]
+        if type(off) is not int or type(length) is not int or not (0 <= off <= MAX_INT and 0 <= length <= MAX_INT):
+            return False
+    return True
+
+
+_NAT = (_nat, "a non-negative integer")
+_NAT_OR_NULL = (_nat_or_null, "a non-negative integer or null")
+_STR = (_str, "a string")
+_STR_OR_NULL = (_str_or_null, "a string or null")
+_IDS = (_strs, "a list of ids (strings)")
+_PAIRS = (_pairs, "a list of [semaphore, value] pairs")
+_ACCESS = (_accesses, "a list of [buffer, offset, length, mode] entries")
+_TIME = (_nat, "a non-negative integer (nanoseconds)")  # (a start that may not be null)
+
+
+def _fields(*specs) -> tuple:
+    """``(key, (check, what), required)`` → ``(key, check, what, required)`` rows."""
+    return tuple((key, check, what, required) for key, (check, what), required in specs)
+
+
+#: Per event kind, the fields the tools look up or use as keys, and their types (docs/trace-format.md).
+#: Ids are strings (``op``, ``sem``, ``buf``, ``cb``, …), tracks, queues and threads non-negative
+#: integers (where the format allows it, a thread may be null: a host call's function, a thread that
+#: never called the device), offsets, lengths, values and statuses non-negative integers, messages
+#: strings. Fields not listed (or absent and not required) are not checked.
+_FIELDS = {
+    "track": _fields(("id", _NAT, True), ("kind", _STR, False), ("name", _STR, False)),
+    "semaphore": _fields(("sem", _STR, True), ("initial", _NAT, False), ("thread", _NAT, False)),
+    "buffer": _fields(("buf", _STR, True), ("op", _STR_OR_NULL, False)),
+    "command_buffer": _fields(("cb", _STR, True)),
+    "executable": _fields(("exe", _STR, True)),
+    "op": _fields(("op", _STR, True), ("kind", _STR, True), ("thread", _NAT, False),
+                  ("queue", _NAT_OR_NULL, False), ("wait", _PAIRS, False), ("signal", _PAIRS, False),
+                  ("cb", _STR_OR_NULL, False), ("buf", _STR_OR_NULL, False), ("call", _STR_OR_NULL, False)),
+    "op_done": _fields(("op", _STR, True), ("track", _NAT, False), ("message", _STR, False)),
+    "cmd": _fields(("op", _STR, True), ("kind", _STR, True), ("index", _NAT, True), ("start", _TIME, False),
+                   ("track", _NAT, False), ("access", _ACCESS, False), ("entry", _STR_OR_NULL, False),
+                   ("message", _STR, False)),
+    "encoder": _fields(("op", _STR, True), ("kind", _STR, True), ("start", _TIME, False), ("track", _NAT, False),
+                       ("encoder", _NAT, False)),
+    "issue": _fields(("op", _STR, True), ("track", _NAT, False), ("after", _IDS, False)),
+    "retain": _fields(("op", _STR, True), ("res", _IDS, False)),
+    "release": _fields(("op", _STR, True), ("res", _IDS, False)),
+    "metal_cb": _fields(("op", _STR, True), ("commit", _TIME, False), ("track", _NAT, False)),
+    "signal": _fields(("sem", _STR, True), ("value", _NAT, True), ("cause", _STR, False)),
+    "fail": _fields(("sem", _STR, True), ("cause", _STR, False), ("message", _STR, False)),
+    "commit": _fields(("buf", _STR, True), ("op", _STR_OR_NULL, False)),
+    "decommit": _fields(("buf", _STR, True), ("op", _STR_OR_NULL, False)),
+    "host_wait": _fields(("thread", _NAT, True), ("wait", _PAIRS, False), ("start", _TIME, False),
+                         ("mode", _STR, False), ("message", _STR, False), ("call", _STR_OR_NULL, False)),
+    "host_join": _fields(("thread", _NAT, True), ("joined", _NAT, True)),
+    "host_sync": _fields(("thread", _NAT_OR_NULL, True), ("sync", _NAT, True), ("role", _STR, False),
+                         ("via", _STR, False), ("op", _STR_OR_NULL, False)),
+    "host_query": _fields(("sem", _STR, True), ("value", _NAT, True), ("thread", _NAT_OR_NULL, False),
+                          ("op", _STR_OR_NULL, False)),
+    "signal_rejected": _fields(("sem", _STR, True), ("value", _NAT, True), ("thread", _NAT_OR_NULL, False),
+                               ("op", _STR_OR_NULL, False), ("message", _STR, False)),
+    "host_read": _fields(("buf", _STR, True), ("offset", _NAT, True), ("length", _NAT, True),
+                         ("digest", _STR, False), ("thread", _NAT_OR_NULL, False), ("op", _STR_OR_NULL, False)),
+    "host_access": _fields(("buf", _STR, True), ("offset", _NAT, True), ("length", _NAT, True),
+                           ("mode", _STR, False), ("thread", _NAT_OR_NULL, False), ("op", _STR_OR_NULL, False)),
+    "host_release": _fields(("res", _STR, True)),
+}
+
+
+def _time_ok(e, key) -> bool:
+    """``key`` absent, or a time (``start``/``ready``/``end`` may be null)."""
+    v = e.get(key)
+    return v is None or (type(v) is int and 0 <= v <= MAX_INT)
+
+
+def _cmd_ok(e) -> bool:
+    """A ``cmd`` event that :func:`event_problem` would pass, checked at once (most of a big trace's
+    events are commands); False sends it through the field table, which names the problem."""
+    t, start, index, track = e.get("t"), e.get("start", 0), e.get("index"), e.get("track", 0)
+    return (type(t) is int and type(start) is int and type(index) is int and type(track) is int
+            and 0 <= t <= MAX_INT and 0 <= start <= MAX_INT and 0 <= index <= MAX_INT and 0 <= track <= MAX_INT
+            and type(e.get("op")) is str and type(e.get("kind")) is str
+            and ("access" not in e or _accesses(e["access"]))
+            and ("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
+            and ("status" not in e or _nat_or_null(e["status"]))
+            and ("ready" not in e or _time_ok(e, "ready")) and ("end" not in e or _time_ok(e, "end")))
+
+
+def _op_ok(e) -> bool:
+    """An ``op`` event that :func:`event_problem` would pass (see :func:`_cmd_ok`)."""
+    t, thread, queue = e.get("t"), e.get("thread", 0), e.get("queue")
+    return (type(t) is int and 0 <= t <= MAX_INT and type(e.get("op")) is str and type(e.get("kind")) is str
+            and type(thread) is int and 0 <= thread <= MAX_INT
+            and (queue is None or (type(queue) is int and 0 <= queue <= MAX_INT))
+            and ("wait" not in e or _pairs(e["wait"])) and ("signal" not in e or _pairs(e["signal"]))
+            and ("cb" not in e or _str_or_null(e["cb"])) and ("buf" not in e or _str_or_null(e["buf"]))
+            and ("call" not in e or _str_or_null(e["call"])) and ("status" not in e or _nat_or_null(e["status"]))
+            and ("start" not in e or _time_ok(e, "start")) and ("ready" not in e or _time_ok(e, "ready"))
+            and ("end" not in e or _time_ok(e, "end")))
+
+
+def _op_done_ok(e) -> bool:
+    """An ``op_done`` event that :func:`event_problem` would pass (see :func:`_cmd_ok`)."""
+    t, track = e.get("t"), e.get("track", 0)
+    return (type(t) is int and 0 <= t <= MAX_INT and type(track) is int and 0 <= track <= MAX_INT
+            and type(e.get("op")) is str and _time_ok(e, "start") and _time_ok(e, "ready")
+            and ("status" not in e or _nat_or_null(e["status"]))
+            and ("message" not in e or type(e["message"]) is str) and ("end" not in e or _time_ok(e, "end")))
+
+
+def _signal_ok(e) -> bool:
+    """A ``signal`` event that :func:`event_problem` would pass (see :func:`_cmd_ok`)."""
+    t, value = e.get("t"), e.get("value")
+    return (type(t) is int and type(value) is int and 0 <= t <= MAX_INT and 0 <= value <= MAX_INT
+            and type(e.get("sem")) is str and ("cause" not in e or type(e["cause"]) is str)
+            and ("status" not in e or _nat_or_null(e["status"]))
+            and ("start" not in e or _time_ok(e, "start")) and ("ready" not in e or _time_ok(e, "ready"))
+            and ("end" not in e or _time_ok(e, "end")))
+
+
+#: Whole-event checks of the commonest kinds: True is a pass; False, the field table's verdict.
+_FAST = {"cmd": _cmd_ok, "op": _op_ok, "op_done": _op_done_ok, "signal": _signal_ok}
 
 
 def event_problem(e) -> str | None:
     """What is wrong with one event's basic shape (None: nothing): an object whose ``ev`` is a
-    string, times (``t``, ``start``, ``ready``, ``end``) non-negative integer nanoseconds, ``op``
-    and ``sem`` strings where the tools look them up, ``wait``/``signal`` lists of [sem, value]."""
-    if not isinstance(e, dict):
+    string, times (``t``, ``start``, ``ready``, ``end``) non-negative integer nanoseconds, and, for
+    each known event kind, the fields the tools look up or key on (:data:`_FIELDS`): ids (``op``,
+    ``sem``, ``buf``, ``cb``, ``res``, a ``track`` event's ``id`` and ``name``, …), tracks, threads,
+    queues, values, ``wait``/``signal`` lists of [sem, value] and ``access`` lists of [buf, offset,
+    length, mode]; integers at most :data:`MAX_INT`. One dict lookup and a few type tests per field:
+    this runs on every event a tool reads."""
+    if type(e) is not dict:
         return f"expected an event object, got {_kind(e)}"
     ev = e.get("ev")
-    if not isinstance(ev, str):
+    if type(ev) is not str:
         return f"'ev' must be a string, got {_kind(ev)}"
+    fast = _FAST.get(ev)
+    if fast is not None and fast(e):
+        return None
     for key in _TIMES:
         if key in e or (key == "t" and ev in _NEEDS_T):
             v = e.get(key)
             if v is None and key != "t":
                 continue
-            if type(v) is not int or v < 0:
+            if type(v) is not int or not 0 <= v <= MAX_INT:
                 return f"{ev} event: {key!r} must be a non-negative integer (nanoseconds), got {_kind(v)}"
-    if ev in _OP_EVENTS and not isinstance(e.get("op"), str):
-        return f"{ev} event: 'op' must be a string, got {_kind(e.get('op'))}"
-    if ev in _SEM_EVENTS and not isinstance(e.get("sem"), str):
-        return f"{ev} event: 'sem' must be a string, got {_kind(e.get('sem'))}"
-    if ev == "signal" and (type(e.get("value")) is not int):
-        return f"signal event: 'value' must be an integer, got {_kind(e.get('value'))}"
-    if ev in ("op", "cmd") and not isinstance(e.get("kind"), str):
-        return f"{ev} event: 'kind' must be a string, got {_kind(e.get('kind'))}"
-    if ev == "cmd" and type(e.get("index")) is not int:
-        return f"cmd event: 'index' must be an integer, got {_kind(e.get('index'))}"
-    if ev == "track" and "id" not in e:
-        return "track event: 'id' missing"
-    if ev == "op":
-        for key in ("wait", "signal"):
-            pairs = e.get(key, [])
-            if not isinstance(pairs, list) or not all(
-                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) is int
-                    for p in pairs):
-                return f"op event: {key!r} must be a list of [semaphore, value] pairs, got {_kind(pairs)}"
-    if "status" in e and e["status"] is not None and type(e["status"]) is not int:
-        return f"{ev} event: 'status' must be an integer, got {_kind(e['status'])}"
+    fields = _FIELDS.get(ev)
+    if fields is not None:
+        for key, check, what, required in fields:
+            if key in e:
+                v = e[key]
+                if not check(v):
+                    return f"{ev} event: {key!r} must be {what}, got {_kind(v)}"
+            elif required:
+                return f"{ev} event: {key!r} missing"
+    if "status" in e:
+        v = e["status"]
+        if v is not None and (type(v) is not int or not 0 <= v <= MAX_INT):
+            return f"{ev} event: 'status' must be a non-negative integer, got {_kind(v)}"
     return None
 
 
@@ -175,6 +326,7 @@ class TraceIndex:
         self.host_tracks: dict[int, int] = {}  # host thread → track id
         self.ops: list[dict] = []  # op merged with op_done (``end`` = op_done's t), enqueue order
         self.op_seq: list[int] = []  # each op's position in the trace (its ``op`` event)
+        self.done_seq: dict[int, int] = {}  # op position → the trace position of its ``op_done`` event
         self.op_pos: dict[str, int] = {}
         self.semaphores: dict[str, int] = {}  # sem → initial value
         self.sem_created: dict[str, int] = {}  # sem → creation time
@@ -251,6 +403,7 @@ class TraceIndex:
             elif ev == "op_done":
                 pos = op_pos.get(e["op"])
                 if pos is not None:
+                    self.done_seq[pos] = seq
                     done = dict(e)
                     done.pop("ev")
                     ops[pos].update(done, end=done.pop("t"))

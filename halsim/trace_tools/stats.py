@@ -90,10 +90,30 @@ def depth_summary(spans: list[tuple[int, int]], lo: int, hi: int) -> tuple[int, 
     return most, area / (hi - lo)
 
 
+def acyclic(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy of ``g`` without the edges that close its cycles (a failure edge of each cycle
+    first, else the cycle's last edge, until none is left). ``op_graph`` of a recorded trace has
+    no cycle; only a hand-made or edited trace can make one."""
+    g = g.copy()
+    while True:
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return g
+        failed = [(u, v) for u, v, *_ in cycle if g.edges[u, v].get("failed")]
+        g.remove_edge(*(failed[0] if failed else cycle[-1][:2]))
+
+
 def critical_path(g: nx.DiGraph) -> tuple[list[str], int]:
-    """The path with the largest sum of op durations (``end - start``; 0 for ops that never ran)."""
+    """The path with the largest sum of op durations (``end - start``; 0 for ops that never ran),
+    over :func:`acyclic` ``(g)`` when ``g`` has a cycle."""
+    try:
+        order = list(nx.topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        g = acyclic(g)
+        order = list(nx.topological_sort(g))
     best: dict[str, tuple[int, str | None]] = {}
-    for v in nx.topological_sort(g):
+    for v in order:
         a = g.nodes[v]
         dur = max(0, (a.get("end") or 0) - (a.get("start") or 0)) if a.get("start") is not None else 0
         prev = max(((best[u][0], u) for u in g.predecessors(v)), default=(0, None))
