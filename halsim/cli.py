@@ -363,8 +363,9 @@ def cmd_difftest(args) -> int:
     if args.out:
         if os.path.exists(args.out) and not os.path.isdir(args.out):
             raise UsageError(f"--out {args.out!r}: exists and is not a directory")
-        problem = output_problem(os.path.join(args.out, "reference.trace.json"), "--out")
-        if problem and os.path.isdir(args.out):
+        # (the folder is created after the runs: the nearest existing folder above it must be writable)
+        problem = output_problem(os.path.join(args.out, "reference.trace.json"), "--out", create_dirs=True)
+        if problem:
             raise UsageError(problem)
     fn = _schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) else load_program(args.program)
     sim = args.sim or f"sim:{args.real.split('?')[0].split(':')[0]}"

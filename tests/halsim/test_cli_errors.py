@@ -160,6 +160,17 @@ def test_difftest_tolerance_inf(prog, capsys):
     assert capsys.readouterr().err == "halsim: error: --tolerance inf: must be a finite number >= 0\n"
 
 
+def test_difftest_out_under_a_file_is_refused_before_any_run(prog, tmp_path, capsys):
+    """--out is created after the runs: a folder that cannot be made is refused before them."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    out = afile / "traces"
+    assert main(["difftest", str(prog(FILL)), "--real", "local-sync", "--sim", "sim", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"halsim: error: --out {str(out / 'reference.trace.json')!r}: {str(afile)!r} is not a directory\n"
+    assert "difftest:" not in err   # (no progress line: nothing ran)
+
+
 @pytest.mark.parametrize("value", ["inf", "1e10"])
 def test_huge_timeouts_mean_no_limit(prog, value, capsys):
     assert main(["run", str(prog(FILL)), "--device", "local-task", "--timeout", value]) == 0
