@@ -163,13 +163,19 @@ def host_wait_edges(trace) -> list[Edge]:
 def failed_after_done(ix: TraceIndex, edge: Edge) -> bool:
     """Whether ``edge`` is a ``fail`` edge whose failure came after its waiting operation had
     already finished (in trace order): the failure did not complete that wait, so it orders nothing.
-    A queue shutting down (a deadlock report, a device closed with work pending) cancels each pending
-    operation and then fails what it would have signalled; in a deadlock those failures point at
-    operations that were cancelled first, and the edges form the very cycle that deadlocked."""
+    (An operation that finished without error had no wait completed by a failure either: a failed
+    wait fails its operation.) A queue shutting down (a deadlock report, a device closed with work
+    pending) cancels each pending operation and then fails what it would have signalled; in a
+    deadlock those failures point at operations that were cancelled first, and the edges form the
+    very cycle that deadlocked."""
     if edge.kind != "fail":
         return False
-    done = ix.done_seq.get(ix.op_pos.get(edge.dst, -1))
-    fail = ix.fails.get(edge.sem)
+    pos = ix.op_pos.get(edge.dst)
+    if pos is None or ix.ops[pos].get("end") is None:
+        return False  # (never finished: the failure may have been all it waited for)
+    if not ix.ops[pos].get("status"):
+        return True
+    done, fail = ix.failed_done_seq.get(pos), ix.fails.get(edge.sem)
     return done is not None and fail is not None and fail[0] > done
 
 

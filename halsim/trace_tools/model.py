@@ -212,15 +212,35 @@ def _time_ok(e, key) -> bool:
     return v is None or (type(v) is int and 0 <= v <= MAX_INT)
 
 
+_ABSENT = object()
+
+
 def _cmd_ok(e) -> bool:
     """A ``cmd`` event that :func:`event_problem` would pass, checked at once (most of a big trace's
-    events are commands); False sends it through the field table, which names the problem."""
-    t, start, index, track = e.get("t"), e.get("start", 0), e.get("index"), e.get("track", 0)
-    return (type(t) is int and type(start) is int and type(index) is int and type(track) is int
-            and 0 <= t <= MAX_INT and 0 <= start <= MAX_INT and 0 <= index <= MAX_INT and 0 <= track <= MAX_INT
-            and type(e.get("op")) is str and type(e.get("kind")) is str
-            and ("access" not in e or _accesses(e["access"]))
-            and ("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
+    events are commands); False sends it through the field table, which names the problem. A command
+    of exactly ``ev``, ``t``, ``op``, ``index``, ``kind``, ``start``, ``track`` and ``access`` (a fill,
+    copy or update) needs no look-up of the optional fields."""
+    t, index, start, track, acc = (e.get("t"), e.get("index"), e.get("start", _ABSENT), e.get("track", _ABSENT),
+                                   e.get("access", _ABSENT))
+    if not (type(t) is int and type(index) is int and 0 <= t <= MAX_INT and 0 <= index <= MAX_INT
+            and type(e.get("op")) is str and type(e.get("kind")) is str):
+        return False
+    if start is not _ABSENT and (type(start) is not int or not 0 <= start <= MAX_INT):
+        return False
+    if track is not _ABSENT and (type(track) is not int or not 0 <= track <= MAX_INT):
+        return False
+    if acc is not _ABSENT:
+        if type(acc) is not list:
+            return False
+        for a in acc:
+            if type(a) is not list or len(a) != 4 or type(a[0]) is not str or type(a[3]) is not str:
+                return False
+            off, length = a[1], a[2]
+            if type(off) is not int or type(length) is not int or not (0 <= off <= MAX_INT and 0 <= length <= MAX_INT):
+                return False
+        if len(e) == 8 and start is not _ABSENT and track is not _ABSENT:
+            return True
+    return (("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
             and ("status" not in e or _nat_or_null(e["status"]))
             and ("ready" not in e or _time_ok(e, "ready")) and ("end" not in e or _time_ok(e, "end")))
 
@@ -240,10 +260,12 @@ def _op_ok(e) -> bool:
 
 def _op_done_ok(e) -> bool:
     """An ``op_done`` event that :func:`event_problem` would pass (see :func:`_cmd_ok`)."""
-    t, track = e.get("t"), e.get("track", 0)
+    t, track, start, ready, status = e.get("t"), e.get("track", 0), e.get("start"), e.get("ready"), e.get("status")
     return (type(t) is int and 0 <= t <= MAX_INT and type(track) is int and 0 <= track <= MAX_INT
-            and type(e.get("op")) is str and _time_ok(e, "start") and _time_ok(e, "ready")
-            and ("status" not in e or _nat_or_null(e["status"]))
+            and type(e.get("op")) is str
+            and (start is None or (type(start) is int and 0 <= start <= MAX_INT))
+            and (ready is None or (type(ready) is int and 0 <= ready <= MAX_INT))
+            and (status is None or (type(status) is int and 0 <= status <= MAX_INT))
             and ("message" not in e or type(e["message"]) is str) and ("end" not in e or _time_ok(e, "end")))
 
 
@@ -326,7 +348,7 @@ class TraceIndex:
         self.host_tracks: dict[int, int] = {}  # host thread → track id
         self.ops: list[dict] = []  # op merged with op_done (``end`` = op_done's t), enqueue order
         self.op_seq: list[int] = []  # each op's position in the trace (its ``op`` event)
-        self.done_seq: dict[int, int] = {}  # op position → the trace position of its ``op_done`` event
+        self.failed_done_seq: dict[int, int] = {}  # failed op's position → its ``op_done``'s trace position
         self.op_pos: dict[str, int] = {}
         self.semaphores: dict[str, int] = {}  # sem → initial value
         self.sem_created: dict[str, int] = {}  # sem → creation time
@@ -403,7 +425,8 @@ class TraceIndex:
             elif ev == "op_done":
                 pos = op_pos.get(e["op"])
                 if pos is not None:
-                    self.done_seq[pos] = seq
+                    if e.get("status"):
+                        self.failed_done_seq[pos] = seq
                     done = dict(e)
                     done.pop("ev")
                     ops[pos].update(done, end=done.pop("t"))

@@ -71,6 +71,12 @@ def test_run_refuses_a_trace_over_the_program_in_a_folder_with_a_colon(colon_dir
     assert capsys.readouterr().err == f"halsim: error: --trace {prog!r} is the input file {prog!r}: refusing to overwrite it\n"
 
 
+def test_check_a_program_in_a_folder_with_a_colon(colon_dir, capsys):
+    prog = str(colon_dir / "prog.py") + ":main"
+    assert main(["check", prog]) == 0
+    assert capsys.readouterr().out.startswith(f"halsim check: {prog} on sim ")
+
+
 def test_difftest_a_program_in_a_folder_with_a_colon(colon_dir, capsys):
     prog = str(colon_dir / "prog.py") + ":main"
     assert main(["difftest", prog, "--real", "local-sync", "--sim", "sim:sync", "--reference", "local-sync",
