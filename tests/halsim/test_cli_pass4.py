@@ -2,14 +2,13 @@
 last colon before a function name), and Ctrl-C prints one line and exits 130, never a traceback."""
 
 import os
-import signal
-import subprocess
 import sys
 import time
 
 import pytest
 
 from halsim.cli import main
+from tests.conftest import interrupt as _interrupt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -82,26 +81,6 @@ def test_difftest_a_program_in_a_folder_with_a_colon(colon_dir, capsys):
     assert main(["difftest", prog, "--real", "local-sync", "--sim", "sim:sync", "--reference", "local-sync",
                  "--json"]) == 0
     assert '"ok": true' in capsys.readouterr().out
-
-
-def _interrupt(cmd, ready, timeout=60):
-    """Run ``cmd`` in its own process group (SIGINT at its default, as in a terminal), send it SIGINT
-    once ``ready()`` holds, as Ctrl-C does: (returncode, stderr)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert proc.poll() is None, f"ended before it could be interrupted: {proc.communicate()[1]}"
-            assert time.monotonic() < deadline, "not ready in time"
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)
-        _out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    return proc.returncode, err
 
 
 @pytest.mark.parametrize("extra", [[], ["--timeout", "100"]])

@@ -15,6 +15,7 @@ import pytest
 from halsim.campaigns import fuzz, generate, sweep_spec
 from halsim.campaigns.sweep import read_results
 from halsim.cli import main
+from tests.conftest import interrupt as _interrupt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CORPUS = os.path.join(ROOT, "tests", "checks", "corpus")
@@ -160,27 +161,6 @@ def test_a_python_program_under_a_folder_with_a_colon(tmp_path, capsys):
 
 SLOW = "import time\ndef main(dev):\n    time.sleep(0.05)\n    s = dev.create_semaphore()\n" \
        "    dev.queue_barrier([], [(s, 1)])\n    s.wait(1)\n"
-
-
-def _interrupt(cmd, ready, timeout=60):
-    """Run ``cmd`` in a process group of its own (SIGINT at its default, as in a terminal); once
-    ``ready()`` holds, send SIGINT to the whole group, as Ctrl-C does. (returncode, stderr)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert proc.poll() is None, f"ended before it could be interrupted: {proc.communicate()[1]}"
-            assert time.monotonic() < deadline, "not ready in time"
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)
-        _out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    return proc.returncode, err
 
 
 def _rows(path):
