@@ -230,14 +230,8 @@ def _cmd_ok(e) -> bool:
     if track is not _ABSENT and (type(track) is not int or not 0 <= track <= MAX_INT):
         return False
     if acc is not _ABSENT:
-        if type(acc) is not list:
+        if not _accesses(acc):
             return False
-        for a in acc:
-            if type(a) is not list or len(a) != 4 or type(a[0]) is not str or type(a[3]) is not str:
-                return False
-            off, length = a[1], a[2]
-            if type(off) is not int or type(length) is not int or not (0 <= off <= MAX_INT and 0 <= length <= MAX_INT):
-                return False
         if len(e) == 8 and start is not _ABSENT and track is not _ABSENT:
             return True
     return (("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
