@@ -32,7 +32,8 @@ def check_document(doc: dict, path: str = "<generated>") -> list:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = run_schedule(schedule)
-    findings = check_trace(result.trace).findings + static_findings(schedule) + error_findings(result.errors)
+    findings = (check_trace(result.trace).findings + static_findings(schedule)
+                + error_findings(result.errors, schedule, result.trace))
     return sorted(findings, key=Finding.sort_key)
 
 

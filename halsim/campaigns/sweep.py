@@ -138,7 +138,8 @@ def run_program(payload: dict, params: dict):
         doc["device"] = dev
         schedule = parse_schedule(doc, payload.get("file", "<generated>"))
         result = run_schedule(schedule)
-        return result.trace, result.errors, static_findings(schedule) + error_findings(result.errors)
+        extra = static_findings(schedule) + error_findings(result.errors, schedule, result.trace)
+        return result.trace, result.errors, extra
     from halsim.sim import DeadlockError
     from halsim.schedule.run import StepError
     opts = {**payload["options"], **options}

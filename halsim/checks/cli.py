@@ -163,7 +163,7 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
         raise _BadInput(str(e)) from None
     except hal.HalError as e:
         raise _BadInput(f"device {uri or schedule.device!r}: {e}") from None
-    extra = static_findings(schedule) + error_findings(result.errors)
+    extra = static_findings(schedule) + error_findings(result.errors, schedule, result.trace)
     notes = [str(e) for e in result.errors]
     for e in result.errors:
         if getattr(e, "crashed", False):  # a Python exception in a step: said like a program's

@@ -60,6 +60,7 @@ class _Checker:
     def __init__(self, path: str):
         self.path = path
         self.transients: set[str] = set()
+        self.recorded = False   # checking a command buffer's commands (recorded before any step)
 
     def fail(self, where: str, reason: str):
         raise ScheduleError(f"{self.path}: {where}: {reason}")
@@ -103,6 +104,9 @@ class _Checker:
 
     def name(self, value, where, known: dict, what: str) -> str:
         self.str(value, where)
+        if what == "buffer" and self.recorded and value in self.transients and value not in known:
+            self.fail(where, f"{value!r} is a transient buffer (an alloca step's): command buffers are "
+                             "recorded before any step runs, so they use buffers declared under [buffers]")
         if value not in known and not (what == "buffer" and value in self.transients):
             names = ", ".join(sorted(set(known) | (self.transients if what == "buffer" else set()))) or "none"
             self.fail(where, f"no {what} named {value!r} (declared: {names})")
@@ -120,10 +124,38 @@ def load_schedule(path: str) -> Schedule:
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        doc = tomllib.loads(raw.decode("utf-8")) if path.endswith(".toml") else json.loads(raw)
+        doc = tomllib.loads(raw.decode("utf-8")) if path.endswith(".toml") else \
+            json.loads(raw, object_pairs_hook=_JsonObject.of)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ScheduleError(f"{path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'}: {e}") from None
+    _no_duplicates(_Checker(path), doc, "")
     return parse_schedule(doc, path)
+
+
+class _JsonObject(dict):
+    """A JSON object that remembers the keys it named twice (``json`` keeps the last silently;
+    TOML refuses them): a duplicate is an error, as a typo is."""
+
+    duplicates: tuple = ()
+
+    @classmethod
+    def of(cls, pairs):
+        obj = cls(pairs)
+        if len(obj) != len(pairs):
+            seen: set = set()
+            obj.duplicates = tuple(k for k, _v in pairs if k in seen or seen.add(k))
+        return obj
+
+
+def _no_duplicates(c: "_Checker", value, where: str) -> None:
+    if isinstance(value, dict):
+        for k in getattr(value, "duplicates", ()):
+            c.fail(f"{where}.{k}" if where else k, "duplicate key (the object names it twice)")
+        for k, v in value.items():
+            _no_duplicates(c, v, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_duplicates(c, v, f"{where}[{i}]")
 
 
 def parse_schedule(doc, path: str = "<schedule>") -> Schedule:
@@ -181,9 +213,11 @@ def parse_schedule(doc, path: str = "<schedule>") -> Schedule:
         reusable = cb.get("reusable", False)
         if not isinstance(reusable, bool):
             c.fail(f"{where}.reusable", f"expected true or false, got {_kind(reusable)}")
+        c.recorded = True
         s.command_buffers[name] = {"reusable": reusable,
                                    "commands": [check_command(c, s, cmd, f"{where}.commands[{i}]")
                                                 for i, cmd in enumerate(cmds)]}
+        c.recorded = False
     s.threads.append(("main", [check_step(c, s, st, f"host[{i}]") for i, st in enumerate(host)]))
     for i, t in enumerate(threads):
         where = f"threads[{i}]"

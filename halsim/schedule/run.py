@@ -62,8 +62,18 @@ class _Env:
 
     def __init__(self, dev, schedule: Schedule):
         self.dev = dev
-        self.sems = {n: dev.create_semaphore(v) for n, v in schedule.semaphores.items()}
-        self.bufs = {n: dev.allocator.allocate_buffer(size) for n, size in schedule.buffers.items()}
+        from .load import ScheduleError
+
+        path = schedule.path
+        self.sems, self.bufs = {}, {}
+        # a value or size this device refuses is the file's problem: ``file: field.path: reason``
+        for table, out, make in (("semaphores", self.sems, dev.create_semaphore),
+                                 ("buffers", self.bufs, dev.allocator.allocate_buffer)):
+            for n, v in getattr(schedule, table).items():
+                try:
+                    out[n] = make(v)
+                except hal.HalError as e:
+                    raise ScheduleError(f"{path}: {table}.{n}: {e}") from None
         self._exe = None
         self.cbs = {}
         for name, cb in schedule.command_buffers.items():
@@ -151,10 +161,14 @@ def _step(env: _Env, st: dict) -> None:
         dev.queue_barrier(wait, signal, **kw)
     elif call == "fill":
         t = st["target"]
-        dev.queue_fill(wait, signal, env.bufs[t[0]], t[1], env.length(t), st["pattern"], st["pattern_length"], **kw)
+        # (to the end: WHOLE_BUFFER, so an offset past the end is the HAL's OUT_OF_RANGE on the offset)
+        dev.queue_fill(wait, signal, env.bufs[t[0]], t[1], hal.WHOLE_BUFFER if t[2] is None else t[2],
+                       st["pattern"], st["pattern_length"], **kw)
     elif call == "copy":
         src, dst = st["source"], st["target"]
         n = st["length"] or min(env.length(src), env.length(dst))
+        if n < 0:   # an offset past its buffer's end: the HAL says so (OUT_OF_RANGE naming it)
+            n = hal.WHOLE_BUFFER
         dev.queue_copy(wait, signal, env.bufs[src[0]], src[1], env.bufs[dst[0]], dst[1], n, **kw)
     elif call == "update":
         t = st["target"]
@@ -211,7 +225,8 @@ def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
 def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> RunResult:
     """Run ``schedule`` on ``device`` (a URI; default: the schedule's own device and options) and
     return its trace and the calls that raised. Raises ``HalError`` if the device cannot be
-    created and :class:`~halsim.schedule.load.ScheduleError` if a command cannot be recorded.
+    created and :class:`~halsim.schedule.load.ScheduleError` if a command cannot be recorded, or
+    the device refuses a semaphore's initial value or a buffer's size (``semaphores.s: …``).
     ``opened(device)``, if given, is called with the device once it is created (``halsim check
     --timeout`` keeps it to check the trace of a schedule that never finishes)."""
     dev = hal.create_device(device) if device else hal.create_device(schedule.device, **schedule.options)

@@ -5,8 +5,8 @@
 * ``lifetime.dealloca_race`` — a ``queue_dealloca`` not ordered after a command that uses the
   buffer (it may free the storage while the command still runs), or after a host access to its
   bytes (``map_write``…: the host may touch freed storage);
-* ``lifetime.use_before_alloca`` — a command uses a transient buffer that its ``queue_alloca`` is
-  not ordered before (the storage may not exist yet);
+* ``lifetime.use_before_alloca`` — a command (or host access) uses a transient buffer that its
+  ``queue_alloca`` is not ordered before (the storage may not exist yet);
 * ``lifetime.host_release_in_flight`` — the host dropped its last reference to a resource while an
   op that uses it had not finished, and the device did not retain it (``retain_resources=False``:
   the bug the Metal driver's async change fixed).
@@ -32,7 +32,8 @@ from ..findings import Finding, cmd_id
 RULES = {
     "lifetime.use_after_dealloca": "a command or host access uses a transient buffer after its queue_dealloca",
     "lifetime.dealloca_race": "queue_dealloca is not ordered after a use of the buffer (command or host access)",
-    "lifetime.use_before_alloca": "a command uses a transient buffer its queue_alloca is not ordered before",
+    "lifetime.use_before_alloca": "a command or host access uses a transient buffer its queue_alloca is not "
+                                  "ordered before",
     "lifetime.host_release_in_flight": "the host released a resource an unfinished op uses, and nothing retained it",
 }
 
@@ -91,11 +92,13 @@ class LifetimeChecker:
 
     def host_access(self, thread, op_id, buf: str, _offset, _length, mode: str, idx: int) -> None:
         """A host access (``map_write``, ``map_read``, …) of a transient's bytes by host thread
-        ``thread`` (or host call ``op_id``'s function) must be ordered before its ``queue_dealloca``
-        as a command's use must: the host needs a signal that its access is done, and the
-        dealloca must wait for it."""
-        deallocas = self.dealloca.get(buf)
-        if not deallocas:
+        ``thread`` (or host call ``op_id``'s function) must be ordered after its ``queue_alloca``
+        and before its ``queue_dealloca`` as a command's use must: the host waits for the alloca's
+        signal before touching the bytes, and signals that its access is done for the dealloca to
+        wait on."""
+        deallocas = self.dealloca.get(buf, ())
+        alloca = self.alloca.get(buf)
+        if not deallocas and alloca is None:
             return
         hb = self.hb
         node = hb.node_of_op.get(op_id) if op_id is not None else hb.node_of_host.get(idx)
@@ -103,6 +106,11 @@ class LifetimeChecker:
             return
         who = f"host call {op_id}" if op_id is not None else f"host thread {thread}"
         what = "map_read" if mode == "r" else "map_write"
+        if alloca is not None and alloca != op_id and not hb.before(hb.node_of_op[alloca], node):
+            # the storage may not exist yet: the host must wait for the alloca's signal first
+            self._add("lifetime.use_before_alloca", buf, f"host:{thread}:{op_id}", [alloca],
+                      f"{who}'s {what} of transient buffer {buf} is not ordered after its alloca {alloca}: "
+                      f"wait for the alloca's signal before touching its bytes")
         for d in deallocas:
             if d == op_id:
                 continue

@@ -97,6 +97,18 @@ def check(model, hb) -> list[Finding]:
         else:
             by_sem.setdefault(s, []).append((v, hb.node_of_op[cause], f"host call {cause}", cause))
     for s, sigs in by_sem.items():
+        # the initial value happens before every signal: one not above it cannot land (the HAL
+        # refuses it). Reported against the initial value, and left out of the comparisons below
+        if s in model.initial:
+            initial = model.initial[s]
+            low = [x for x in sigs if x[0] <= initial]
+            if low:
+                sigs = [x for x in sigs if x[0] > initial]
+                for v, _n, who, op_id in sorted(low, key=lambda x: (x[0], x[1])):
+                    out.append(Finding("semaphore.non_monotonic", "error", [op_id] if op_id else [],
+                                       f"{who} signals {s}={v}, not above its initial value {initial}: "
+                                       f"timeline values must increase",
+                                       {"semaphore": s, "value": v, "initial": initial}))
         sigs.sort(key=lambda x: (x[0], x[1]))
         for (v1, n1, who1, op1), (v2, n2, who2, op2) in zip(sigs, sigs[1:]):
             if v1 < v2 and hb.before(n1, n2):
