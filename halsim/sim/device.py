@@ -447,12 +447,13 @@ class SimDevice(Device):
             self.faults.check(self, op, None)
         return run_body(self, op, op.track, self.now)
 
-    def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> None:
-        """Trace the op's end and retire it: release what it retained, then signal or fail."""
+    def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> HalError | None:
+        """Trace the op's end and retire it: release what it retained, then signal or fail. Returns the
+        error of a refused signal (the whole signal list failed with it), else None."""
         if self._running_calls:
             self._running_calls.pop(op.id, None)
         self.recorder.op_done(op, error)
-        retire(self, op, error, should_signal)
+        return retire(self, op, error, should_signal)
 
     def _pending_ops(self) -> list[QueueOp]:
         """Operations waiting on semaphores (for deadlock reports)."""

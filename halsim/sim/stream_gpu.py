@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 
 from reference.hal import HalError
-from reference.hal.queue_op import fail_all, signal_or_fail_all
+from reference.hal.queue_op import fail_all, signal_all
 
 from .events import call_after
 from .execution import internal_error, quick_body, timed_body
@@ -244,7 +244,7 @@ class StreamExecution:
         try:
             op = action.op
             if error is None and should_signal and op.kind != "host_call":  # the usual case, inlined
-                refused = signal_or_fail_all(self, op)
+                refused = signal_all(self, op)
                 if refused is not None:
                     self._set_sticky(refused)
                 self._cleanup(action)
@@ -281,7 +281,7 @@ class StreamExecution:
         elif should_signal:
             # [H] execution_device_signal_host_callback: callbacks of different queues can finish out
             # of value order; a refused signal fails the action's list, and the queue.
-            refused = signal_or_fail_all(self, op)
+            refused = signal_all(self, op)
             if refused is not None:
                 self._set_sticky(refused)
         self._cleanup(action)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from reference.hal import HalError, StatusCode
-from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_or_fail_all
+from reference.hal.queue_op import QueueOp, fail_all, run_body, signal_all
 
 from .engine_state import Action, Backoff, Event, _Prefix, _yield
 from .pool import Pooled
@@ -239,7 +239,7 @@ class Completion:
         elif should_signal:
             # As IREE's completion callback: a refused signal (one timeline signalled by actions nothing
             # orders) fails the action's list, and the queue status becomes sticky.
-            refused = signal_or_fail_all(device, op)
+            refused = signal_all(device, op)
             if refused is not None:
                 self._set_status(refused)
         self._cleanup(action)

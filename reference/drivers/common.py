@@ -10,8 +10,9 @@ def execute_ready_op(device, op: QueueOp, track: int, raise_body_errors: bool = 
     """Run an op whose waits resolved: its body (unless a wait failed), then retire it.
 
     A failed wait fails the op's signal list with the wait's code and message, and the body does not run.
-    ``raise_body_errors`` re-raises a body failure after failing the signals (local-sync's queue calls
-    return it); a host call's failure never raises (it travels through the signal semaphores).
+    ``raise_body_errors`` re-raises a body failure, or a refused signal (which fails the whole signal
+    list), after failing the signals (local-sync's queue calls return it, IREE [H] ``queue_op_end``);
+    a host call's failure never raises (it travels through the signal semaphores).
     """
     now = device.now
     op.start_t = now()
@@ -25,6 +26,7 @@ def execute_ready_op(device, op: QueueOp, track: int, raise_body_errors: bool = 
             error = e
     op.end_t = now()
     device.recorder.op_done(op, error)
-    retire(device, op, error, should_signal)
+    refused = retire(device, op, error, should_signal)
+    error = error or refused
     if error is not None and raise_body_errors and op.wait_error is None and op.kind != "host_call":
         raise error.clone()

@@ -33,6 +33,13 @@ def _flag(value, enum_type, what: str):
     return enum_type(value)
 
 
+def _usage(value) -> BufferUsage:
+    """A caller's usage, canonicalized as IREE's ``iree_hal_buffer_params_canonicalize`` (run by
+    ``iree_hal_allocator_allocate_buffer`` and ``query_buffer_compatibility``): 0 means DEFAULT."""
+    usage = _flag(value, BufferUsage, "usage")
+    return usage or BufferUsage.DEFAULT
+
+
 def compatibility_of(memory_type: MemoryType, usage: BufferUsage) -> tuple[BufferCompatibility, MemoryType, BufferUsage]:
     """Compatibility bits and the adjusted (type, usage) the heap allocator would use."""
     compat = BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE | BufferCompatibility.EXPORTABLE
@@ -41,7 +48,8 @@ def compatibility_of(memory_type: MemoryType, usage: BufferUsage) -> tuple[Buffe
             compat |= BufferCompatibility.QUEUE_TRANSFER
         if usage & BufferUsage.DISPATCH_STORAGE:
             compat |= BufferCompatibility.QUEUE_DISPATCH
-    memory_type = (memory_type | MemoryType.HOST_VISIBLE) & ~MemoryType.OPTIMAL
+    # int arithmetic: ~MemoryType.OPTIMAL would clear the bits MemoryType does not name, which IREE keeps
+    memory_type = (int(memory_type) | int(MemoryType.HOST_VISIBLE)) & ~int(MemoryType.OPTIMAL)
     usage = usage | BufferUsage.MAPPING | BufferUsage.TRANSFER
     return compat, MemoryType(memory_type), BufferUsage(usage)
 
@@ -66,7 +74,7 @@ class Allocator:
                                    usage=BufferUsage.DEFAULT) -> tuple[BufferCompatibility, int]:
         size = self._check_size(size)
         memory_type = _flag(memory_type, MemoryType, "memory_type")
-        usage = _flag(usage, BufferUsage, "usage")
+        usage = _usage(usage)
         compat, _, _ = compatibility_of(memory_type, usage)
         return compat, size
 
@@ -76,7 +84,7 @@ class Allocator:
                         access=MemoryAccess.ALL) -> Buffer:
         size = self._check_size(size)
         memory_type = _flag(memory_type, MemoryType, "memory_type")
-        usage = _flag(usage, BufferUsage, "usage")
+        usage = _usage(usage)
         access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL
         compat, memory_type, usage = compatibility_of(memory_type, usage)
         return self.device._new_buffer(size, memory_type, usage, access, compat, host_bytes(size))
@@ -87,7 +95,7 @@ class Allocator:
         device), and become its storage when the queue runs the alloca."""
         size = self._check_size(size)
         memory_type = _flag(memory_type, MemoryType, "memory_type")
-        usage = _flag(usage, BufferUsage, "usage")
+        usage = _usage(usage)
         access = _flag(access, MemoryAccess, "access") or MemoryAccess.ALL  # [H] access 0 means ALL
         compat, memory_type, usage = compatibility_of(memory_type, usage)
         placement = BufferPlacement(self.device, 1 << queue, BufferPlacementFlags.ASYNCHRONOUS)

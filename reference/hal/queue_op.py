@@ -146,27 +146,16 @@ def _run_host_call(device, op: QueueOp) -> bool:
     raise HalError(StatusCode.INTERNAL, f"host call returned {result!r}; expected None, a StatusCode or a HalError")
 
 
-def signal_all(device, op: QueueOp) -> None:
-    """Signal the op's list in order (IREE list_signal); a signal that fails (value not increasing, or
-    semaphore already failed) stops the list and fails the rest, so no waiter is left hanging."""
+def signal_all(device, op: QueueOp) -> HalError | None:
+    """Signal the op's list in order (IREE ``list_signal``). If one signal is refused (its value is not
+    above the current one — another producer got there first — or its semaphore failed), the whole
+    list fails with that error, which is returned: IREE follows a failed ``list_signal`` with
+    ``list_fail`` of the same list (local-sync [H] ``queue_op_end``, local-task, CUDA/HIP completion,
+    Metal [H] completed handler), so the refused semaphore and those already signaled fail too."""
     cause = op.id
-    signal = op.signal
-    for i, (sem, value) in enumerate(signal):
-        try:
-            device._signal_semaphore(sem, value, cause)
-        except HalError as e:
-            for later, _ in signal[i + 1:]:
-                device._fail_semaphore(later, e, cause)
-            return
-
-
-def signal_or_fail_all(device, op: QueueOp) -> HalError | None:
-    """Signal the op's list as IREE's CUDA/HIP completion callback does: if one signal is refused
-    (its value is not above the current one — another queue's completion got there first), the whole
-    list fails with that error, which is returned (the caller's queue status becomes sticky)."""
     try:
         for sem, value in op.signal:
-            device._signal_semaphore(sem, value, op.id)
+            device._signal_semaphore(sem, value, cause)
     except HalError as e:
         fail_all(device, op, e)
         return e
@@ -178,12 +167,14 @@ def fail_all(device, op: QueueOp, error: HalError) -> None:
         device._fail_semaphore(sem, error, op.id)
 
 
-def retire(device, op: QueueOp, error: HalError | None, should_signal: bool) -> None:
-    """Release what the op retained (before signalling, so waiters may reuse it), then signal or fail."""
+def retire(device, op: QueueOp, error: HalError | None, should_signal: bool) -> HalError | None:
+    """Release what the op retained (before signalling, so waiters may reuse it), then signal or fail.
+    Returns the error a refused signal failed the list with (see :func:`signal_all`), else None."""
     if op.resources:
         device.recorder.release(op, [r.id for r in op.resources])
         op.resources = ()
     if error is not None:
         fail_all(device, op, error)
     elif should_signal:
-        signal_all(device, op)
+        return signal_all(device, op)
+    return None

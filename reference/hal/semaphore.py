@@ -43,22 +43,31 @@ def check_payload(value, what: str = "value") -> int:
 class Timepoint:
     """A registered interest in ``semaphore >= value``; :meth:`cancel` withdraws it."""
 
-    __slots__ = ("value", "callback", "cancelled")
+    __slots__ = ("value", "callback", "cancelled", "semaphore")
 
-    def __init__(self, value: int, callback: Callback):
+    def __init__(self, value: int, callback: Callback, semaphore: "Semaphore | None" = None):
         self.value = value
         self.callback = callback
         self.cancelled = False
+        self.semaphore = semaphore
 
     def cancel(self) -> None:
-        self.cancelled = True
+        """Withdraw it. The entry leaves the semaphore's heap when popped, or when the next
+        ``add_timepoint`` finds most of the heap cancelled (a host polling with short timeouts must not
+        grow it without bound; IREE unlinks a cancelled timepoint). It takes no lock (it may be called
+        from inside another semaphore's timepoint callback); the count only decides when to compact."""
+        if not self.cancelled:
+            self.cancelled = True
+            self.callback = None  # drop what the callback holds (a waiter's condition, an op) now
+            if self.semaphore is not None:
+                self.semaphore._dead += 1
 
 
 class Semaphore:
     """A timeline semaphore owned by a device. Create with ``device.create_semaphore(initial_value)``."""
 
     __slots__ = ("device", "id", "_lock", "_value", "_failure", "_timepoints", "_seq", "_initial", "_queried",
-                 "__weakref__")
+                 "_dead", "__weakref__")
 
     def __init__(self, device, sem_id: str, initial_value: int):
         self.device = device
@@ -67,6 +76,7 @@ class Semaphore:
         self._value = initial_value
         self._failure: HalError | None = None
         self._timepoints: list = []  # heap of (value, seq, Timepoint)
+        self._dead = 0  # about how many of them are cancelled (Timepoint.cancel, compacted in add_timepoint)
         self._seq = itertools.count()
         self._initial = initial_value
         self._queried: dict = {}  # who (host thread index or host call id) -> the value its last traced query saw
@@ -107,7 +117,14 @@ class Semaphore:
             if who is None:
                 who = self.device.known_host_thread()  # (a thread that never called the device: not traced)
             if who is not None and self._queried.get(who) != value:
-                self._queried[who] = value
+                queried = self._queried
+                if type(who) is str and len(queried) >= 64:
+                    # Host calls come and go: forget those seen so far (a running one that queries
+                    # again is traced once more, harmlessly) so the map does not grow per host call.
+                    for key in list(queried):  # (list(): one C-level copy, safe against other threads)
+                        if type(key) is str:
+                            queried.pop(key, None)
+                queried[who] = value
                 rec = self.device.recorder
                 rec.host_query(self, value, {"op": who} if type(who) is str else {"thread": who})
         return value
@@ -173,10 +190,13 @@ class Semaphore:
             heap = self._timepoints
             while heap and heap[0][0] <= value:
                 tp = heapq.heappop(heap)[2]
-                if not tp.cancelled:
-                    fired.append(tp)
-        for tp in fired:
-            tp.callback(None)
+                callback = tp.callback  # (taken under the lock; a cancel racing with us clears it)
+                if callback is not None and not tp.cancelled:
+                    fired.append(callback)
+            if not heap:
+                self._dead = 0
+        for callback in fired:
+            callback(None)
 
     def fail_with(self, error: HalError, on_failed: Callable[[], None] | None = None) -> bool:
         """Fail with ``error`` unless already failed; run every pending timepoint. True if it took.
@@ -187,10 +207,11 @@ class Semaphore:
             self._failure = error
             if on_failed is not None:
                 on_failed()
-            fired = [tp for _, _, tp in self._timepoints if not tp.cancelled]
+            fired = [cb for cb in (tp.callback for _, _, tp in self._timepoints if not tp.cancelled) if cb is not None]
             self._timepoints = []
-        for tp in fired:
-            tp.callback(error)
+            self._dead = 0
+        for callback in fired:
+            callback(error)
         return True
 
     def add_timepoint(self, value: int, callback: Callback) -> Timepoint | None:
@@ -201,8 +222,13 @@ class Semaphore:
         with self._lock:
             failure = self._failure
             if failure is None and self._value < value:
-                tp = Timepoint(value, callback)
-                heapq.heappush(self._timepoints, (value, next(self._seq), tp))
+                heap = self._timepoints
+                if self._dead > 32 and 2 * self._dead > len(heap):
+                    heap[:] = [entry for entry in heap if not entry[2].cancelled]
+                    heapq.heapify(heap)
+                    self._dead = 0
+                tp = Timepoint(value, callback, self)
+                heapq.heappush(heap, (value, next(self._seq), tp))
                 return tp
         callback(failure)
         return None

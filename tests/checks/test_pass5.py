@@ -19,20 +19,20 @@ def findings(trace):
 @pytest.mark.parametrize("uri", ["local-sync", "local-task", "sim", "sim:metal"])
 def test_a_signal_not_above_the_initial_value_is_non_monotonic_on_every_device(uri):
     dev = hal.create_device(uri)
-    s, t = dev.create_semaphore(5), dev.create_semaphore()
+    s, t, u = dev.create_semaphore(5), dev.create_semaphore(), dev.create_semaphore(5)
     with pytest.raises(hal.HalError) as e:
-        dev.queue_barrier([], [(s, 3), (t, 1)])   # the op's signal of s is refused, t fails
+        dev.queue_barrier([], [(s, 3), (t, 1)])   # the op's signal of s is refused: s and t fail
         t.wait(1, 5.0)
     assert e.value.code == hal.StatusCode.INVALID_ARGUMENT
     with pytest.raises(hal.HalError) as e:
-        s.signal(4)
+        u.signal(4)
     assert e.value.code == hal.StatusCode.INVALID_ARGUMENT
     dev.close()
     assert findings(dev.trace) == [
         ("semaphore.non_monotonic", ["0:0"],
          "barrier 0:0 signals s0=3, not above its initial value 5: timeline values must increase"),
         ("semaphore.non_monotonic", [],
-         "host thread 0 signals s0=4, not above its initial value 5: timeline values must increase"),
+         "host thread 0 signals s2=4, not above its initial value 5: timeline values must increase"),
     ]
 
 

@@ -70,6 +70,7 @@ class SyncDevice(SimDevice):
         op.start_t = self.now()
         should_signal, error = drive_body(timed_body(self, op, track), self.threads.charge)
         op.end_t = self.now()
-        self._finish(op, error, should_signal)
+        refused = self._finish(op, error, should_signal)
+        error = error or refused  # a refused signal is returned by the call too ([H] queue_op_end)
         if error is not None and op.kind != "host_call":
             raise error.clone()
