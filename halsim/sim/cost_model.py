@@ -20,6 +20,7 @@ import math
 import os
 import struct
 from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
 from typing import Any, Mapping
 
 from reference.hal import HalError, Range, StatusCode
@@ -98,6 +99,18 @@ def _short(value) -> str:
     return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
+def _exact_rate(rate) -> tuple[int, int] | None:
+    """A bandwidth as the exact fraction ``(numerator, denominator)`` of its shortest decimal form — the
+    number a JSON document writes (1.4, not the binary float 1.3999999999999999…) — so that
+    ``ceil(n / rate)`` is computed exactly, in integers (a float quotient rounds 21 / 1.4 up to 16, and
+    overflows for a tiny rate such as 1e-320). None for a value that is no positive finite number."""
+    try:
+        f = Fraction(repr(float(rate)))
+    except (ValueError, OverflowError, TypeError):
+        return None
+    return (f.numerator, f.denominator) if f > 0 else None
+
+
 def _count(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _bad(f"cost model field {name!r} must be an integer count >= 0, got {value!r}")
@@ -174,6 +187,11 @@ class CostModel:
     kernels: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: {k: dict(KERNEL_FIELDS, **v) for k, v in DEFAULTS["kernels"].items()})
 
+    def __post_init__(self) -> None:
+        # kind → the bandwidth as an exact fraction (not a field: derived, recomputed by ``replace``)
+        object.__setattr__(self, "_exact_rates", {kind: _exact_rate(getattr(self, f"{kind}_gb_per_s"))
+                                                  for kind in ("fill", "copy", "update")})
+
     # -- documents ---------------------------------------------------------------------------------
 
     @classmethod
@@ -189,7 +207,7 @@ class CostModel:
                 if value != FORMAT:
                     raise _bad(f"cost model field 'format' must be {FORMAT!r}, got {value!r}")
             elif key == "version":
-                if value != VERSION:
+                if isinstance(value, bool) or not isinstance(value, int) or value != VERSION:
                     raise _bad(f"cost model version {value!r} not supported (this reader: {VERSION})")
             elif key == "kernels":
                 if not isinstance(value, Mapping):
@@ -261,10 +279,14 @@ class CostModel:
         return self.launch_ns if value is None else value
 
     def transfer_ns(self, kind: str, nbytes: int) -> int:
-        """``kind`` in fill/copy/update: latency + bytes at the kind's bandwidth (rounded up to 1 ns)."""
+        """``kind`` in fill/copy/update: latency + ``ceil(nbytes / gb_per_s)``, computed exactly from the
+        bandwidth's decimal value (21 bytes at 1.4 GB/s: 15 ns)."""
         latency = getattr(self, f"{kind}_latency_ns")
-        rate = getattr(self, f"{kind}_gb_per_s")
-        return latency + math.ceil(nbytes / rate)
+        exact = self._exact_rates.get(kind)
+        if exact is None:  # (a model built without validation)
+            return latency + math.ceil(nbytes / getattr(self, f"{kind}_gb_per_s"))
+        num, den = exact
+        return latency + -(-nbytes * den // num)
 
     def dispatch_ns(self, kernel: str, workgroups: int, constants=()) -> int:
         """base + per_workgroup × workgroups (+ per_unit × constants[unit_constant] for overrides)."""
