@@ -35,6 +35,44 @@ IN_ORDER = ("metal", "opencl")
 INLINE = ("sync", "local-sync")
 # commands that order what comes before them in a command buffer before what comes after
 BARRIERS = ("barrier", "wait_events")
+# Execution stages (HAL_SEMANTICS CB9; Vulkan's TOP_OF_PIPE, DRAW_INDIRECT, COMPUTE_SHADER, TRANSFER,
+# BOTTOM_OF_PIPE) and the ones each command runs in: a dispatch's indirect workgroup counts are read
+# in COMMAND_PROCESS, its bindings in DISPATCH — either in a barrier's scope orders the dispatch.
+COMMAND_ISSUE, COMMAND_PROCESS, DISPATCH, TRANSFER, COMMAND_RETIRE = 1, 2, 4, 8, 16
+ALL_STAGES = 0x3F
+STAGES_OF = {"dispatch": DISPATCH | COMMAND_PROCESS, "fill": TRANSFER, "copy": TRANSFER, "update": TRANSFER}
+STAGE_NAMES = {COMMAND_ISSUE: "COMMAND_ISSUE", COMMAND_PROCESS: "COMMAND_PROCESS", DISPATCH: "DISPATCH",
+               TRANSFER: "TRANSFER", COMMAND_RETIRE: "COMMAND_RETIRE", 32: "HOST"}
+
+
+def barrier_scopes(stages) -> tuple[int, int] | None:
+    """A barrier's ``[source, target]`` stages as the stages it orders from and to, read as Vulkan
+    reads a pipeline barrier: COMMAND_RETIRE (bottom of pipe) in the source and COMMAND_ISSUE (top of
+    pipe) in the target stand for every stage. None when it orders every command before it before
+    every command after it (the common case; also a trace without ``stages``).
+
+    >>> barrier_scopes([DISPATCH | TRANSFER, DISPATCH | TRANSFER]) is None
+    True
+    >>> barrier_scopes([DISPATCH, DISPATCH])   # a fill or copy on either side is not ordered
+    (4, 4)
+    >>> barrier_scopes([COMMAND_RETIRE, COMMAND_ISSUE]) is None
+    True
+    """
+    if not stages:
+        return None
+    src, dst = stages
+    if src & COMMAND_RETIRE:
+        src = ALL_STAGES
+    if dst & COMMAND_ISSUE:
+        dst = ALL_STAGES
+    everything = DISPATCH | COMMAND_PROCESS
+    if src & TRANSFER and src & everything and dst & TRANSFER and dst & everything:
+        return None
+    return src, dst
+
+
+def stage_names(mask: int) -> str:
+    return "|".join(name for bit, name in STAGE_NAMES.items() if mask & bit) or "NONE"
 _OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signal"))
 _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
 
@@ -73,12 +111,40 @@ class Op:
     retained: frozenset | None = None  # ids in its retain event (None: the device retained nothing)
     ncmds: int = 0
     barriers: list | None = None  # indexes of its barrier commands (None: none; saves memory)
+    scopes: dict | None = None    # barrier index -> (source, target) stages of those that do not order
+                                  # every command (barrier_scopes); None: every barrier does
     after: tuple = ()             # ops whose recorded device-signal events it waited on (issue ``after``)
     t: int = 0                    # its op event's time (enqueue)
 
     def segment(self, index: int) -> int:
         """Which barrier-separated part of the command buffer command ``index`` is in."""
         return bisect_left(self.barriers, index) if self.barriers else 0
+
+    def between(self, i: int, j: int) -> list:
+        """The indexes of the barriers between commands ``i < j``."""
+        barriers = self.barriers or ()
+        return barriers[bisect_left(barriers, i):bisect_left(barriers, j)]
+
+    def barriers_order(self, i: int, kind_i: str, j: int, kind_j: str) -> bool:
+        """Whether the barriers between commands ``i < j`` (of kinds ``kind_i``, ``kind_j``) order
+        them: a chain of barriers, each in the previous one's target stages (Vulkan's execution
+        dependency chain), from one whose source stages hold command i's to one whose target
+        stages hold command j's. Memory scopes are not looked at (the checks order by execution)."""
+        between = self.between(i, j)
+        if not between:
+            return False
+        scopes = self.scopes
+        if scopes is None:
+            return True
+        first, reached = STAGES_OF.get(kind_i, ALL_STAGES), 0
+        for b in between:
+            scope = scopes.get(b)
+            if scope is None:  # orders every command before it before every command after it
+                return True
+            src, dst = scope
+            if first & src or reached & src:
+                reached |= dst
+        return bool(reached & STAGES_OF.get(kind_j, ALL_STAGES))
 
     @property
     def stuck(self) -> bool:
@@ -202,10 +268,16 @@ class TraceModel:
                         cmds = self._commands = None   # too many to keep: re-read the trace instead
                 if op is not None:
                     op.ncmds += 1
-                    if e.get("kind") in BARRIERS:
+                    kind = e.get("kind")
+                    if kind in BARRIERS:
                         if op.barriers is None:
                             op.barriers = []
                         op.barriers.append(e["index"])
+                        scope = barrier_scopes(e.get("stages")) if kind == "barrier" else None
+                        if scope is not None:
+                            if op.scopes is None:
+                                op.scopes = {}
+                            op.scopes[e["index"]] = scope
             elif ev == "op":
                 fields = {k: v for k, v in e.items() if k not in _OP_KEYS} or _NO_FIELDS
                 # tuples of interned names: a million ops must not hold a million copies of "s0"

@@ -134,6 +134,10 @@ def _pairs(v) -> bool:
                                    for p in v)
 
 
+def _stages(v) -> bool:
+    return type(v) is list and len(v) == 2 and all(type(x) is int and 0 <= x <= MAX_INT for x in v)
+
+
 def _accesses(v) -> bool:
     if type(v) is not list:
         return False
@@ -153,6 +157,7 @@ _STR_OR_NULL = (_str_or_null, "a string or null")
 _IDS = (_strs, "a list of ids (strings)")
 _PAIRS = (_pairs, "a list of [semaphore, value] pairs")
 _ACCESS = (_accesses, "a list of [buffer, offset, length, mode] entries")
+_STAGES = (_stages, "a [source, target] pair of execution-stage masks")
 _TIME = (_nat, "a non-negative integer (nanoseconds)")  # (a start that may not be null)
 
 
@@ -178,7 +183,7 @@ _FIELDS = {
     "op_done": _fields(("op", _STR, True), ("track", _NAT, False), ("message", _STR, False)),
     "cmd": _fields(("op", _STR, True), ("kind", _STR, True), ("index", _NAT, True), ("start", _TIME, False),
                    ("track", _NAT, False), ("access", _ACCESS, False), ("entry", _STR_OR_NULL, False),
-                   ("message", _STR, False)),
+                   ("stages", _STAGES, False), ("message", _STR, False)),
     "encoder": _fields(("op", _STR, True), ("kind", _STR, True), ("start", _TIME, False), ("track", _NAT, False),
                        ("encoder", _NAT, False)),
     "issue": _fields(("op", _STR, True), ("track", _NAT, False), ("after", _IDS, False)),

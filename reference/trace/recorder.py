@@ -116,6 +116,7 @@ class Recorder:
             ev["workgroups"] = list(wg) if type(wg) is tuple else None
             ev["constants"] = [c & 0xFFFFFFFF for c in consts]  # cost models scale by them (spin)
         elif cmd.kind == "barrier":
+            ev["stages"] = [int(cmd.args[0]), int(cmd.args[1])]  # source, target (the checks order by them)
             ev["memory_barrier"] = cmd.args[2]
         return ev
 

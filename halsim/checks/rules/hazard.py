@@ -39,6 +39,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ..findings import Finding, cmd_id, span
+from ..model import STAGES_OF, stage_names
 
 RULES = {
     "hazard.raw": "a command (or the host, mapping) reads bytes another command or the host wrote, with "
@@ -102,10 +103,17 @@ class HazardChecker:
     def _conflict(self, prior: _Access, cur: _Access) -> str | None:
         """None when ``prior`` is ordered before ``cur``; else the scope of the missing order."""
         if prior.op == cur.op:
-            # one command; commands on two sides of a barrier; a host thread's (or host call's) own
-            # accesses, in program order
-            if prior.index == cur.index or prior.segment != cur.segment or prior.index is None:
+            # one command; commands on two sides of a barrier (whose stages cover them); a host
+            # thread's (or host call's) own accesses, in program order
+            if prior.index == cur.index or prior.index is None:
                 return None
+            if prior.segment != cur.segment:
+                op = self.model.ops[cur.op]
+                if op.scopes is None:
+                    return None
+                a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
+                if op.barriers_order(a.index, a.kind, b.index, b.kind):
+                    return None
             return "command_buffer"
         if self.hb.before(prior.node, cur.node) or self.hb.before(cur.node, prior.node):
             return None
@@ -186,7 +194,7 @@ class HazardChecker:
         for kind, prior, cur, buf, lo, hi, scope in self.found.values():
             a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
-                why = f"in the same command buffer with no execution barrier between them"
+                why = self._within(prior, cur)
             elif scope == "host":
                 why = "with no semaphore wait ordering them"
             else:
@@ -197,6 +205,22 @@ class HazardChecker:
             out.append(Finding(f"hazard.{kind}", "error", [a, b], msg,
                                {"buffer": buf, "range": [lo, hi], "scope": scope}))
         return out
+
+
+    def _within(self, prior: _Access, cur: _Access) -> str:
+        """Why two commands of one command buffer are not ordered: no barrier, or barriers whose
+        stages do not cover them."""
+        a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
+        op = self.model.ops[cur.op]
+        between = op.between(a.index, b.index)
+        if not between:
+            return "in the same command buffer with no execution barrier between them"
+        scopes = ", ".join(f"{cmd_id(op.id, i)} {stage_names(op.scopes[i][0])} -> {stage_names(op.scopes[i][1])}"
+                           for i in between)
+        return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
+                f"them ({scopes}) do{'es' if len(between) == 1 else ''} not order {a.kind} "
+                f"({stage_names(STAGES_OF.get(a.kind, 0))}) work before {b.kind} "
+                f"({stage_names(STAGES_OF.get(b.kind, 0))}) work")
 
 
 def _id(acc: _Access) -> str:
