@@ -195,7 +195,10 @@ def cmd_fuzz(args) -> int:
         if not args.device.startswith("sim"):
             raise CampaignError(f"--device {args.device!r}: fuzzing runs on sim devices (sim, sim:cuda, …)")
         try:
-            hal.create_device(args.device).close()
+            with hal.create_device(args.device) as dev:
+                # wait-before-signal (host gates) only where queue calls do not block the host
+                # (sim:sync, sim:metal?legacy_sync=1: a consumer submitted first would deadlock)
+                asynchronous = "async_queue" in dev.capabilities
         except hal.HalError as e:
             raise CampaignError(f"--device {args.device!r}: {e}") from None
         try:  # the generated programs' device: --queues in the device's range, before any program runs
@@ -205,7 +208,7 @@ def cmd_fuzz(args) -> int:
         options = {"fault_rate": args.fault_rate} if args.fault_rate else {}
         knobs = {"size": args.size, "drop_sync": args.drop_sync, "queues": args.queues, "fail_prob": args.fail_prob,
                  "device": args.device, "options": options,
-                 "wait_before_signal": args.device.split("?")[0] != "sim:sync"}
+                 "wait_before_signal": asynchronous}
         summary = run_fuzz(args.programs, args.seed, knobs, args.out, args.jobs, args.dask, not args.quiet)
     except CampaignError as e:
         print(f"halsim: error: {e}", file=sys.stderr)

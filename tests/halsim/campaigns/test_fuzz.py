@@ -55,3 +55,11 @@ def test_bad_arguments(capsys):
                        "halsim: error: --device 'local-task': fuzzing runs on sim devices (sim, sim:cuda, …)",
                        "halsim: error: --drop-sync 1.5: must be in [0, 1]"]
     assert err[3].startswith("halsim: error: --device 'sim:nope': NOT_FOUND") and len(err) == 4
+
+
+def test_a_clean_campaign_on_devices_whose_queue_calls_block_is_clean(capsys):
+    # sim:sync and legacy_sync Metal lack async_queue: a consumer submitted before its host gate
+    # would block the host for ever, so their programs are generated producer-first
+    for device in ("sim:metal?legacy_sync=1", "sim:sync"):
+        assert main(["fuzz", "--programs", "6", "--device", device, "--drop-sync", "0", "--size", "10", "-q"]) == 0
+        assert capsys.readouterr().out.splitlines() == [f"fuzz: 6 programs on {device} (seeds 0..5), 0 with findings"]
