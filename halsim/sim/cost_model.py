@@ -214,6 +214,9 @@ class CostModel:
                     raise _bad(f"cost model field 'kernels' must be an object, got {type(value).__name__}")
                 kernels = {k: dict(v) for k, v in base.kernels.items()}
                 for name, entry in value.items():  # merged over the base's entry for that kernel
+                    if str(name) not in KERNELS:  # nothing else can be dispatched: a typo
+                        raise _bad(f"unknown kernel {str(name)!r} in cost model field 'kernels' (the builtin "
+                                   f"library's: {', '.join(sorted(KERNELS))})")
                     kernels[str(name)] = _kernel(str(name), entry, kernels.get(str(name)))
                 changes["kernels"] = kernels
             elif key not in known:

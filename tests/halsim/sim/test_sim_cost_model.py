@@ -109,10 +109,14 @@ def test_inconsistent_kernel_entries_and_bad_counts_are_rejected(doc, named, say
     assert says in err.message and "nanoseconds" not in err.message, err.message
 
 
-def test_an_unknown_kernels_entry_needs_no_range_check():
-    """Only the builtin kernels' constant counts are known: another name's index is taken as given."""
-    entry = CostModel.from_dict({"kernels": {"custom": {"per_unit_ns": 2, "unit_constant": 7}}}).kernels["custom"]
-    assert entry == {"base_ns": None, "per_workgroup_ns": None, "per_unit_ns": 2, "unit_constant": 7}
+def test_a_kernels_entry_for_a_kernel_the_library_lacks_is_a_typo():
+    """Only the builtin library's kernels can be dispatched: another name would never be charged."""
+    with pytest.raises(hal.HalError) as ei:
+        CostModel.from_dict({"kernels": {"axyp": {"base_ns": 5}}})
+    assert ei.value.code == S.INVALID_ARGUMENT
+    assert ei.value.message == ("unknown kernel 'axyp' in cost model field 'kernels' (the builtin library's: abs, "
+                                "axpy, double_it, negate, scale_and_offset, spin, write_constants, "
+                                "write_dispatch_params, write_workgroup_ids)")
 
 
 def test_unknown_field_in_a_file_given_as_option(tmp_path):
