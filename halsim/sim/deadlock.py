@@ -48,8 +48,14 @@ class WaitState:
     # (op id, host thread) of the host calls among them that are running, not pending: their
     # function (sim:sync, on that host thread) is blocked, and they signal only when it returns
     running: tuple[tuple[str, int], ...] = ()
+    # the semaphore's failure ("CODE: message") if it has failed: the wait fails once it is examined
+    # (a pending op resolving its waits in list order — sim:cuda — gets to it only after those before
+    # it are met); ``current`` is then the raw payload, SEMAPHORE_FAILURE_VALUE
+    failure: str | None = None
 
     def __str__(self) -> str:
+        if self.failure is not None:
+            return f"{self.sem}>={self.value} (failed: {self.failure})"
         return f"{self.sem}>={self.value} (now {self.current})"
 
     @property
@@ -58,6 +64,9 @@ class WaitState:
         return self.signalers[:self.nearest]
 
     def why(self) -> str:
+        if self.failure is not None:
+            return f"{self.sem} has failed ({self.failure}): the wait fails (and the op with it) once the " \
+                   "op's other unmet waits are met"
         first = self.first
         if first and all(any(op == r for r, _ in self.running) for op in first):
             names = ", ".join(f"op {op} (the host call running on host thread {t}, blocked in its function)"
@@ -160,7 +169,7 @@ class DeadlockReport:
         """Waits that no pending operation can meet (each semaphore/value once)."""
         seen, out = set(), []
         for w in [w for t in self.threads for w in t.waits] + [w for o in self.ops for w in o.waits]:
-            if not w.signalers and (w.sem, w.value) not in seen:
+            if not w.signalers and w.failure is None and (w.sem, w.value) not in seen:
                 seen.add((w.sem, w.value))
                 out.append(w)
         return tuple(out)
@@ -170,8 +179,9 @@ class DeadlockReport:
         for t in self.threads:
             lines.append(f"  {t}")
             lines.extend(f"    {w.why()}" for w in t.waits if w.signalers)
-            if t.inside is not None and any(t.inside in w.first for w in t.waits):
-                lines.append(f"    host thread {t.thread} waits on itself: op {t.inside} signals only when "
+            own = [op for w in t.waits for op, th in w.running if th == t.thread and op in w.first]
+            if own:
+                lines.append(f"    host thread {t.thread} waits on itself: op {own[0]} signals only when "
                              "the function waiting here returns")
         lines.extend(f"  host thread {i} waits in {where}, for another host thread" for i, where in self.host_waits)
         blocked_ops = {t.op for t in self.threads}
@@ -180,7 +190,7 @@ class DeadlockReport:
             lines.append("pending queue operations:")
             for o in ops[:MAX_LISTED_OPS]:
                 lines.append(f"  {o}")
-                lines.extend(f"    {w.why()}" for w in o.waits if w.signalers)
+                lines.extend(f"    {w.why()}" for w in o.waits if w.signalers or w.failure is not None)
             if len(ops) > MAX_LISTED_OPS:
                 lines.append(f"  ... and {len(ops) - MAX_LISTED_OPS} more (all in DeadlockError.report.ops)")
         if self.cycles:
@@ -238,28 +248,38 @@ def _wait_states(waits, signals: dict, waiter: str | None = None, running=()) ->
         found = [(v, op_id) for v, _k, op_id in lst[bisect_left(lst, (value,)):] if op_id != waiter]
         nearest = sum(1 for v, _ in found if v == found[0][0]) if found else 0
         ids = tuple(op_id for _, op_id in found)
+        failure = sem.failure
         out.append(WaitState(sem.id, value, _current(sem), ids, nearest,
-                             tuple(r for r in running if r[0] in ids)))
+                             tuple(r for r in running if r[0] in ids),
+                             None if failure is None else f"{failure.code.name}: {failure.message}"))
     return tuple(out)
 
 
-def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None) -> DeadlockReport:
+def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, running_calls=()) -> DeadlockReport:
     """Report for blocked host calls ``blocks`` (objects with ``thread.index``, ``call``, ``mode``,
     ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps).
 
     ``behind`` maps an op id to the id of the op ahead of it on an in-order queue that it cannot start
     before (personalities with in-order queues: metal, cuda, opencl); ops that are only queued count
-    as pending too."""
+    as pending too. ``running_calls``: the host calls whose function runs on a host thread now
+    (sim:sync: on the thread that submitted it, ``op.thread``) — every level of nested ones, not only
+    the innermost that a block names (``inside``)."""
     behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
     # sim:sync: host calls whose function (on a host thread) made a blocked call — running, not
     # pending, they still signal when it returns (a thread that waits for its own host call's signal
-    # waits on itself)
+    # waits on itself). A host call whose function made the queue host call that made the blocked
+    # call runs too, on the same thread: it signals only when the inner one has returned. (Until
+    # 2026-11-25 only the innermost counted, and a wait for the outer one's signal read "no pending
+    # operation or host thread signals" it.)
     running = {}
     for b in blocks:
         inside = getattr(b, "inside", None)
         if inside is not None and inside not in all_ops:
             running.setdefault(inside.id, (inside, b.thread.index))
+    for op in running_calls:
+        if op not in all_ops:
+            running.setdefault(op.id, (op, op.thread))
     signals: dict[str, list[tuple[int, tuple, str]]] = {}
     for op in all_ops + [op for op, _ in running.values()]:
         for sem, value in op.signal:

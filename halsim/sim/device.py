@@ -470,7 +470,9 @@ class SimDevice(Device):
     def _diagnose(self, blocks):
         # The deadlock is certain from the moment the last of the blocked calls was made.
         t = max([self.env.now] + [b.start for b in blocks])
-        return build_report(t, blocks, self._pending_ops(), self._queued_behind())
+        # every host call running on a host thread (sim:sync), outer ones of nested calls included
+        return build_report(t, blocks, self._pending_ops(), self._queued_behind(),
+                            tuple(self._running_calls.values()))
 
     def _shutdown(self) -> None:
         # Resources the program dropped inside a reference cycle (a frame kept by a traceback...)

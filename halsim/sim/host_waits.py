@@ -18,8 +18,12 @@ primitives that only another thread can end. This module recognises those waits:
   watchdog) must not see its device deadlines expire first; so the simulator counts it as a virtual
   sleep of that timeout (:func:`timed_wait` gives the wait's identity and timeout): deadlines before
   its end may expire, later ones wait for the thread.
-Plain locks (``Lock.acquire``, ``with lock:``) and ``SimpleQueue.get`` block in C with no frame of
-their own and are not recognised either.
+Plain locks (``Lock.acquire()``, ``with lock:``) block in C with no frame of their own: a thread
+whose innermost frame sits at such an untimed acquire (read from its bytecode, :func:`lock_wait`) of a
+``Lock``/``RLock`` that is held — by another thread — and is seen there again :data:`LOCK_SETTLE_S`
+later counts as :data:`CONDITION` too (until 2026-11-25 it counted as stalled, so a timed wait beside
+it never expired: a thread waiting with a timeout while holding the lock another host thread needed
+hung for ever instead of timing out). ``SimpleQueue.get`` is not recognised.
 
 >>> import threading
 >>> ev = threading.Event()
@@ -33,6 +37,7 @@ their own and are not recognised either.
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 from time import monotonic
@@ -102,6 +107,84 @@ def timed_wait(frame) -> tuple[object, float] | None:
     if waiter is None or timeout is None:
         return None
     return waiter, max(0.0, float(timeout))
+
+
+_LOCKS = (type(threading.Lock()), type(threading.RLock()))
+LOCK_SETTLE_S = 0.05  # real seconds a thread must stay at a held lock's acquire to count as waiting in it
+_INSTRUCTIONS: dict = {}  # code object → {offset: index}, its instructions
+
+
+def _instructions(code):
+    found = _INSTRUCTIONS.get(code)
+    if found is None:
+        if len(_INSTRUCTIONS) > 4096:
+            _INSTRUCTIONS.clear()
+        ins = list(dis.get_instructions(code))
+        found = _INSTRUCTIONS[code] = ({i.offset: n for n, i in enumerate(ins)}, ins)
+    return found
+
+
+def _loaded(frame, ins, end):
+    """The object the instructions ``ins[:end]`` leave on the stack top when they end in a plain load
+    (a local, cell or global name, then attributes: ``lock``, ``self._lock``); None otherwise."""
+    attrs = []
+    i = end - 1
+    while i >= 0 and ins[i].opname == "LOAD_ATTR":
+        attrs.append(ins[i].argval)
+        i -= 1
+    if i < 0:
+        return None
+    op, name = ins[i].opname, ins[i].argval
+    local = frame.f_locals
+    if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME") and name in local:
+        obj = local[name]
+    elif op in ("LOAD_GLOBAL", "LOAD_NAME") and name in frame.f_globals:
+        obj = frame.f_globals[name]
+    else:
+        return None
+    for a in reversed(attrs):
+        try:
+            obj = getattr(obj, a)
+        except Exception:  # noqa: BLE001 - a property that raises: not a plain load
+            return None
+    return obj
+
+
+def lock_wait(frame, ident: int | None = None):
+    """The ``Lock``/``RLock`` the thread whose innermost frame is ``frame`` (thread id ``ident``) is
+    blocked acquiring, untimed — the frame is at ``lock.acquire()`` (no arguments) or at the
+    ``with lock:`` that enters it, and the lock is held (an ``RLock`` by another thread) — or None;
+    None too in the simulator's and the reference HAL's own code (the device lock).
+    The frame may also have just acquired it (the thread has yet to get the GIL back to go on): a
+    caller sees it there again later before it counts it as waiting."""
+    if frame is None:
+        return None
+    module = frame.f_globals.get("__name__") or ""
+    if module.startswith(("halsim.", "reference.")):
+        return None  # the device's own lock (a thread about to enter a device call): never the program's
+    try:
+        index, ins = _instructions(frame.f_code)
+    except Exception:  # noqa: BLE001 - no bytecode to read
+        return None
+    n = index.get(frame.f_lasti)
+    if n is None:
+        return None
+    op = ins[n].opname
+    if op == "BEFORE_WITH":
+        lock = _loaded(frame, ins, n)
+    elif op == "CALL" and ins[n].arg == 0 and n >= 2:
+        k = n - 2 if ins[n - 1].opname == "PRECALL" else n - 1  # (3.11 has PRECALL; 3.12 does not)
+        if ins[k].opname not in ("LOAD_METHOD", "LOAD_ATTR") or ins[k].argval not in ("acquire", "__enter__"):
+            return None
+        lock = _loaded(frame, ins, k)
+    else:
+        return None
+    if not isinstance(lock, _LOCKS):
+        return None
+    if isinstance(lock, _LOCKS[0]):
+        return lock if lock.locked() else None
+    owner = repr(lock).partition("owner=")[2].partition(" ")[0]  # (_thread.RLock has no locked())
+    return lock if owner not in ("", "0") and owner != str(ident) else None
 
 
 # Modules whose frames are the primitive itself, not the program waiting in it; and the wrappers
@@ -200,6 +283,10 @@ class PythonWaits:
         if ht is not None and ht.state == BLOCKED:
             return BLOCKED
         wait = host_wait(frames.get(thread.ident), frames, self._order)
+        if ht is None:
+            self._outside_woken(thread, wait)
+        if wait is None and self._in_lock(thread, frames):
+            return CONDITION
         if wait is None or wait[0] == WAKING:
             return None
         kind, target = wait
@@ -213,6 +300,58 @@ class PythonWaits:
         if inner is not None and not (inner == TIMED and host):
             return inner
         return JOIN if host else None  # (a host thread it joins is judged on its own)
+
+    # outside (unregistered) thread → what it was last seen waiting in: CONDITION or WAKING (None until used)
+    _outside: dict | None = None
+
+    def _outside_woken(self, thread: threading.Thread, wait) -> None:
+        """Note what an outside thread (one that never called the device) waits in. One seen woken
+        from a wait only another thread ends — notified (WAKING), or gone from an untimed wait
+        (CONDITION) it was last seen in — runs because the program handed it something (a host
+        thread's ``Queue.put``, a host call's ``Event.set``...) and may call the device next: it
+        counts as a thread just started (``_first_seen``: it holds virtual time back for GRACE_S
+        while it runs), even one started before the device (``_known``). (Until 2026-11-25 such a
+        thread did not count: a consumer thread started before the device, or one that had waited
+        in ``ev.wait(5)`` for GRACE_S, woken by a host call, and the host thread's wait for its
+        signal raised DeadlockError before it could signal.) A wait with a real-time timeout that
+        ends by itself (a ticker's) is no wake-up."""
+        seen = self._outside
+        if seen is None:
+            seen = self._outside = {}
+        kind = None if wait is None else wait[0]
+        last = seen.get(thread)
+        if (kind == WAKING and last != WAKING) or (kind is None and last == CONDITION):
+            self._known.discard(thread)
+            self._first_seen[thread] = monotonic()
+        if kind == CONDITION or kind == WAKING:
+            seen[thread] = kind
+        elif last is not None:
+            del seen[thread]
+        if len(seen) > 64:
+            self._outside = {t: k for t, k in seen.items() if t.is_alive()}
+
+    # thread → ((frame id, code, instruction offset), real time first seen) of the held lock's acquire it sits at
+    _locked: dict | None = None
+
+    def _in_lock(self, thread: threading.Thread, frames: dict) -> bool:
+        """Whether ``thread`` waits to acquire a held plain lock (:func:`lock_wait`): it was at that
+        acquire already LOCK_SETTLE_S ago (not one that just got the lock and has to take the GIL back)."""
+        seen = self._locked
+        if seen is None:
+            seen = self._locked = {}
+        frame = frames.get(thread.ident)
+        if lock_wait(frame, thread.ident) is None:
+            seen.pop(thread, None)
+            return False
+        now = monotonic()
+        at = seen.get(thread)
+        here = (id(frame), frame.f_code, frame.f_lasti)  # (not the frame: it would keep its locals alive)
+        if at is None or at[0] != here:
+            seen[thread] = (here, now)
+            if len(seen) > 64:
+                self._locked = {t: v for t, v in seen.items() if t.is_alive()}
+            return False
+        return now - at[1] >= LOCK_SETTLE_S
 
     def _host_waits(self) -> tuple[tuple[int, str], ...]:
         """(index, where) of the running registered threads that wait on another host thread."""
