@@ -52,6 +52,9 @@ class WaitState:
     # (a pending op resolving its waits in list order — sim:cuda — gets to it only after those before
     # it are met); ``current`` is then the raw payload, SEMAPHORE_FAILURE_VALUE
     failure: str | None = None
+    # host calls that returned DEFERRED with this value in their signal list, not signaled since: the
+    # program took over signalling it (and, with nothing pending to do it, forgot)
+    deferred: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         if self.failure is not None:
@@ -76,6 +79,10 @@ class WaitState:
             later = len(self.signalers) - self.nearest
             more = f" (then {later} later op{'s' if later > 1 else ''})" if later else ""
             return f"{self.sem}>={self.value} would be signaled by pending op {', '.join(self.first)}{more}"
+        if self.deferred:
+            calls = ", ".join(self.deferred)
+            return (f"no pending operation or host thread signals {self.sem} to >= {self.value}; host call "
+                    f"{calls} returned DEFERRED (its function took over signalling it) and has not signaled it")
         return f"no pending operation or host thread signals {self.sem} to >= {self.value}"
 
 
@@ -236,10 +243,11 @@ def _current(sem) -> int:
     return sem.payload
 
 
-def _wait_states(waits, signals: dict, waiter: str | None = None, running=()) -> tuple[WaitState, ...]:
+def _wait_states(waits, signals: dict, waiter: str | None = None, running=(), deferred=()) -> tuple[WaitState, ...]:
     """The unmet waits, each with the pending ops (other than ``waiter``) that would meet it, from
     ``signals`` (semaphore id → sorted ``(value, op key, op id)``); ``running``: ``(op id, host
-    thread)`` of the running host calls among those ops."""
+    thread)`` of the running host calls among those ops; ``deferred``: ``(op id, ((semaphore id,
+    value)…))`` of the host calls that returned DEFERRED."""
     out = []
     for sem, value in waits:
         if sem.poll(value) is True:
@@ -251,11 +259,14 @@ def _wait_states(waits, signals: dict, waiter: str | None = None, running=()) ->
         failure = sem.failure
         out.append(WaitState(sem.id, value, _current(sem), ids, nearest,
                              tuple(r for r in running if r[0] in ids),
-                             None if failure is None else f"{failure.code.name}: {failure.message}"))
+                             None if failure is None else f"{failure.code.name}: {failure.message}",
+                             tuple(op_id for op_id, sigs in deferred
+                                   if any(s == sem.id and v >= value for s, v in sigs))))
     return tuple(out)
 
 
-def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, running_calls=()) -> DeadlockReport:
+def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, running_calls=(),
+                 deferred=()) -> DeadlockReport:
     """Report for blocked host calls ``blocks`` (objects with ``thread.index``, ``call``, ``mode``,
     ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps).
 
@@ -263,7 +274,8 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, r
     before (personalities with in-order queues: metal, cuda, opencl); ops that are only queued count
     as pending too. ``running_calls``: the host calls whose function runs on a host thread now
     (sim:sync: on the thread that submitted it, ``op.thread``) — every level of nested ones, not only
-    the innermost that a block names (``inside``)."""
+    the innermost that a block names (``inside``). ``deferred``: ``(op id, ((semaphore id, value)…))``
+    of the host calls that returned DEFERRED and whose list is not all signaled."""
     behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
     # sim:sync: host calls whose function (on a host thread) made a blocked call — running, not
@@ -289,11 +301,12 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, r
     runs = tuple((op_id, t) for op_id, (_, t) in running.items())
 
     threads = tuple(
-        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals, None, runs), b.deadline,
+        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals, None, runs, deferred),
+                      b.deadline,
                       b.op.id if b.op is not None else None,
                       b.inside.id if getattr(b, "inside", None) is not None else None)
         for b in sorted(blocks, key=lambda b: b.thread.index))
-    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id, runs),
+    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id, runs, deferred),
                               tuple((s.id, v) for s, v in op.signal), behind.get(op.id)) for op in all_ops)
     return DeadlockReport(time, threads, pending, find_cycles(pending))
 

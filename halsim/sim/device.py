@@ -27,6 +27,7 @@ import random
 import sys
 import threading
 import time
+import weakref
 from threading import current_thread, get_ident
 
 import simpy
@@ -137,6 +138,8 @@ class SimDevice(Device):
         self._host_call_op: QueueOp | None = None
         # sim:sync: host calls whose function runs on a host thread (op id → op), for deadlock reports
         self._running_calls: dict[str, QueueOp] = {}
+        # host calls that returned DEFERRED, with their signal lists (weak: the report only names them)
+        self._deferred: list[tuple[str, tuple]] = []
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
@@ -392,6 +395,12 @@ class SimDevice(Device):
         if op is not None:
             self._runs_here(op)
 
+    def _host_call_deferred(self, op: QueueOp) -> None:
+        deferred = self._deferred
+        if len(deferred) >= 256:  # keep those whose list is not all signaled (or failed) yet
+            deferred[:] = [d for d in deferred if _unsignaled(d[1])]
+        deferred.append((op.id, tuple((weakref.ref(sem), sem.id, value) for sem, value in op.signal)))
+
     def _runs_here(self, op: QueueOp) -> None:
         """``op``'s waits are met and it runs now on the calling host thread (a blocking queue call):
         on ``sim:sync`` a host call's function runs here, and a wait it makes names it in a deadlock
@@ -471,8 +480,10 @@ class SimDevice(Device):
         # The deadlock is certain from the moment the last of the blocked calls was made.
         t = max([self.env.now] + [b.start for b in blocks])
         # every host call running on a host thread (sim:sync), outer ones of nested calls included
+        deferred = tuple((op_id, tuple((sem_id, v) for _ref, sem_id, v in signals))
+                         for op_id, signals in self._deferred if _unsignaled(signals))
         return build_report(t, blocks, self._pending_ops(), self._queued_behind(),
-                            tuple(self._running_calls.values()))
+                            tuple(self._running_calls.values()), deferred)
 
     def _shutdown(self) -> None:
         # Resources the program dropped inside a reference cycle (a frame kept by a traceback...)
@@ -510,3 +521,13 @@ class SimDevice(Device):
             message = f"simulator: {type(crash).__name__} while closing device {self.uri!r}: {crash}"
             crash = None
             raise HalError(StatusCode.INTERNAL, message)
+
+
+def _unsignaled(signals) -> bool:
+    """Whether a DEFERRED host call's signal list (``(weakref, id, value)``) still has a live
+    semaphore neither at its value nor failed."""
+    for ref, _sem_id, value in signals:
+        sem = ref()
+        if sem is not None and sem.poll(value) is False:
+            return True
+    return False

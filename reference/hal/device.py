@@ -144,6 +144,10 @@ class Device:
         (the simulator, for a host call it runs); False: join as usual."""
         return False
 
+    def _host_call_deferred(self, op) -> None:
+        """Host call ``op``'s function returned DEFERRED: the program took over signalling its list
+        (the simulator names it when a wait for one of those values deadlocks)."""
+
     def _run_host_function(self, fn, args, context):
         """Call a ``queue_host_call`` function (``fn(args, context)``). A device that runs it on the
         calling host thread inside a device call it serializes releases its lock here (``sim:sync``),

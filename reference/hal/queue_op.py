@@ -134,6 +134,7 @@ def _run_host_call(device, op: QueueOp) -> bool:
     if result is None or result == StatusCode.OK:
         return True
     if result == StatusCode.DEFERRED:
+        device._host_call_deferred(op)
         return False
     if isinstance(result, HalError):
         raise result

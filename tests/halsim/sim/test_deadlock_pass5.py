@@ -210,3 +210,46 @@ def test_timed_wait_beside_a_thread_blocked_on_a_held_lock_expires(make, persona
     assert index == 1 and "test_deadlock_pass5.py:" in where
     assert f"  host thread 1 waits in {where}, for another host thread" in e.message.splitlines()
     s.wait(1, WAIT)  # thread 1 signaled once the lock was released
+
+
+# -- a host call that returned DEFERRED and never signaled ---------------------------------------------
+
+@pytest.mark.parametrize("personality", SIM)
+def test_a_wait_for_a_deferred_host_calls_value_names_that_host_call(make, personality):
+    dev = make(personality)
+    s, t = dev.create_semaphore(), dev.create_semaphore()
+    dev.queue_host_call([], [(s, 1), (t, 2)], lambda args, ctx: S.DEFERRED)
+    with pytest.raises(DeadlockError) as ei:
+        t.wait(1, WAIT)
+    (w,) = ei.value.report.unsignaled
+    assert (w.sem, w.value, w.deferred) == ("s1", 1, ("0:0",))
+    assert ei.value.message.splitlines()[-1] == (
+        "  no pending operation or host thread signals s1 to >= 1; host call 0:0 returned DEFERRED (its "
+        "function took over signalling it) and has not signaled it")
+
+
+def test_a_deferred_host_call_whose_list_was_signaled_is_not_named(make):
+    dev = make("generic")
+    s = dev.create_semaphore()
+    dev.queue_host_call([], [(s, 1)], lambda args, ctx: S.DEFERRED)
+    dev.queue_host_call([], [(s, 3)], lambda args, ctx: S.DEFERRED)
+    s.signal(1)                       # the program signals the first one's list
+    with pytest.raises(DeadlockError) as ei:
+        s.wait(2, WAIT)
+    (w,) = ei.value.report.unsignaled
+    assert w.deferred == ("0:1",)     # only the second one could still signal s0 >= 2
+    s.signal(3)
+    with pytest.raises(DeadlockError) as ei:
+        s.wait(4, WAIT)
+    assert ei.value.report.unsignaled[0].deferred == ()
+    assert ei.value.message.splitlines()[-1] == "  no pending operation or host thread signals s0 to >= 4"
+
+
+def test_deferred_host_calls_signaled_by_the_program_are_forgotten(make):
+    dev = make("generic")
+    s = dev.create_semaphore()
+    for i in range(1, 601):
+        dev.queue_host_call([], [(s, i)], lambda args, ctx: S.DEFERRED)
+        s.wait(0, WAIT)  # (runs it)
+        s.signal(i)
+    assert len(dev._deferred) <= 256
