@@ -341,7 +341,12 @@ class Engine(Completion):
         # pass before then — the completion waits for a plain marker.
         for sem, value in op.signal if op.kind not in HOST_COMPLETED else ():
             got = self.pool.acquire() if self.pool is not None else Pooled(None, False)
-            handle = adapter.record(stream, got.handle)
+            try:
+                handle = adapter.record(stream, got.handle)
+            except BaseException:  # never recorded: back to the pool (or destroyed beyond its capacity)
+                if self.pool is not None:
+                    self.pool.release(got)
+                raise
             event = Event(handle, got.pooled, sem.id, value, "signal", action)
             action.signal_events.append(event)
             with self._lock:

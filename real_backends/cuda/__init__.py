@@ -3,9 +3,9 @@
 The engine of ``real_backends.common`` with :class:`~.adapter.CudaAdapter` (IREE's CUDA-v2 design,
 HAL_SEMANTICS §B.3); the simulator's model of it is ``sim:cuda``. Options: ``queues`` (dispatch streams,
 default 1), ``event_pool_capacity`` (pooled ``CUevent``\\ s, default 32 as IREE), ``ordinal`` (the CUDA
-device, default 0) and ``graphs`` (reusable command buffers as ``CUgraph``\\ s, default True). Without
-the ``cuda`` extra, the NVIDIA driver or a GPU, ``create_device("cuda")`` raises UNAVAILABLE saying
-which, and ``query_available_devices()`` is empty.
+device, default 0; or the URI's path, as IREE: ``cuda:1``) and ``graphs`` (reusable command buffers as
+``CUgraph``\\ s, default True). Without the ``cuda`` extra, the NVIDIA driver or a GPU,
+``create_device("cuda")`` raises UNAVAILABLE saying which, and ``query_available_devices()`` is empty.
 
 >>> from reference import hal
 >>> dev = hal.create_device("cuda")                         # doctest: +SKIP
@@ -13,11 +13,11 @@ which, and ``query_available_devices()`` is empty.
 
 from __future__ import annotations
 
-from reference.hal import DeviceInfo, Driver, HalError
+from reference.hal import DeviceInfo, Driver, HalError, StatusCode
 from reference.utils.cts_exclusions import sticky_failure
 
 from ..common.device import EngineDevice, int_option
-from .adapter import CudaAdapter, find_device
+from .adapter import CudaAdapter, device_count, find_device
 
 CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 
@@ -26,13 +26,29 @@ CAPABILITIES = frozenset({"async_queue", "host_calls", "mapping", "indirect"})
 CTS_UNSUPPORTED: dict[str, str] = sticky_failure()
 
 
+def path_ordinal(path: str, options: dict) -> int:
+    """The device ordinal of ``cuda:<path>`` (IREE's ``create_device_by_path``: an integer is the
+    device's index): the ``ordinal`` option without a path; a path that is no ordinal is NOT_FOUND,
+    and one contradicting the ``ordinal`` option INVALID_ARGUMENT."""
+    given = int_option(options, "ordinal", 0, 1 << 16)
+    if not path:
+        return given
+    if not (path.isascii() and path.isdigit()):
+        raise HalError(StatusCode.NOT_FOUND, f"cuda: unsupported device path {path!r} (a device ordinal: cuda:1)")
+    ordinal = int(path)
+    if given not in (0, ordinal):
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"cuda:{path}: option ordinal={given} names another device")
+    return ordinal
+
+
 class CudaDevice(EngineDevice):
     capabilities = CAPABILITIES
 
-    def __init__(self, uri: str, options: dict):
+    def __init__(self, uri: str, options: dict, ordinal: int | None = None):
         queues = int_option(options, "queues", 1, 64)
         capacity = int_option(options, "event_pool_capacity", 0, 1 << 16)
-        ordinal = int_option(options, "ordinal", 0, 1 << 16)
+        if ordinal is None:
+            ordinal = int_option(options, "ordinal", 0, 1 << 16)
         cu_device, name = find_device(ordinal)
         adapter = CudaAdapter(cu_device, queues, graphs=options["graphs"])
         try:
@@ -48,15 +64,18 @@ class CudaDriver(Driver):
     options = {"queues": 1, "event_pool_capacity": 32, "ordinal": 0, "graphs": True}
 
     def query_available_devices(self):
+        """Every CUDA device: ``cuda`` (ordinal 0), ``cuda:1``, … (the path is the ordinal)."""
         try:
-            _, name = find_device(0)
+            count = device_count()
+            names = [find_device(i)[1] for i in range(count)]
         except HalError:
             return []
-        return [DeviceInfo("cuda", f"cuda ({name})", CAPABILITIES, dict(CTS_UNSUPPORTED),
-                           "CUDA driver API: dispatch streams, pooled CUevents, completion thread, NVRTC kernels")]
+        return [DeviceInfo("cuda" + (f":{i}" if i else ""), f"cuda ({name})", CAPABILITIES, dict(CTS_UNSUPPORTED),
+                           "CUDA driver API: dispatch streams, pooled CUevents, completion thread, NVRTC kernels")
+                for i, name in enumerate(names)]
 
     def _create(self, path, options):
-        return CudaDevice("cuda" + (f":{path}" if path else ""), options)
+        return CudaDevice("cuda" + (f":{path}" if path else ""), options, path_ordinal(path, options))
 
 
 driver = CudaDriver()

@@ -39,9 +39,19 @@
   ``cuGraphInstantiate``) and every later execution with the same resolved commands — the same device
   addresses, ranges, patterns and constants, so a different binding table gets its own graph — is one
   ``cuGraphLaunch``. ``update`` bytes are staged in device memory owned by the graph (a device-to-device
-  copy node), as is the scratch of a staged copy (two memcpy nodes). Command buffers with an indirect
-  dispatch (the counts are read on the host) and one-shot ones are replayed as stream commands. Graphs
-  are destroyed when their command buffer is garbage. Option ``graphs=False`` turns them off.
+  copy node; uploaded by ``cuMemcpyHtoDAsync`` on the dispatch stream before the capture, never by a
+  synchronous ``cuMemcpyHtoD``, whose legacy-stream DMA a non-blocking stream is not ordered after), as
+  is the scratch of a staged copy (two memcpy nodes). Command buffers with an indirect
+  dispatch (the counts are read on the host) and one-shot ones are replayed as stream commands. A
+  command buffer keeps its ``GRAPHS_PER_COMMAND_BUFFER`` (4) most recently used graphs; they are
+  destroyed when their command buffer is garbage. Option ``graphs=False`` turns them off.
+* **Contexts**: every thread that calls CUDA (the engine's worker and completion threads, host threads
+  creating, closing or failing work) makes the device's primary context current first, unless this
+  module made it current there last — two devices of two ordinals on one host thread switch (IREE sets
+  its context at each entry point); creation and ``close`` always set it. A failed creation releases
+  what it made (streams, module, the retained context).
+* **Device memory** of an allocation is freed (by the worker) once its HAL buffer is garbage or a
+  ``queue_dealloca`` decommitted it (``forget``), as IREE frees a transient at dealloca.
 * **Timestamps**: an anchor ``CUevent`` is recorded on the idle stream with a host ``CLOCK_MONOTONIC``
   read, one event after each command (after the graph launch for a graph: its commands share its span);
   ``cuEventElapsedTime`` places them on the host clock.
@@ -63,6 +73,13 @@ from ..common.kernel_abi import symbol, work_items
 from .nvrtc import compile_image, nvrtc_version, pick_image
 
 BLOCK = 256  # threads per block of every dispatch
+# Graphs kept per reusable command buffer, one per resolved binding table (device addresses), least
+# recently used first out: a command buffer run with fresh buffers each time must not accumulate them.
+GRAPHS_PER_COMMAND_BUFFER = 4
+
+# The context this module last made current on each thread (shared by every adapter: a host thread
+# using two devices — ordinals with their own primary contexts — switches between them).
+_THREAD = threading.local()
 
 
 def _cu():
@@ -87,8 +104,8 @@ def check(result, what: str):
     return rest[0] if len(rest) == 1 else rest
 
 
-def find_device(ordinal: int = 0):
-    """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU."""
+def device_count() -> int:
+    """How many CUDA devices the driver reports; UNAVAILABLE (with the reason) without a driver."""
     cu = _cu()
     try:
         err = cu.cuInit(0)
@@ -98,7 +115,14 @@ def find_device(ordinal: int = 0):
     if err != cu.CUresult.CUDA_SUCCESS:
         raise HalError(StatusCode.UNAVAILABLE, f"cuda: cuInit failed ({err.name}): no usable NVIDIA driver/GPU")
     err, count = cu.cuDeviceGetCount()
-    if err != cu.CUresult.CUDA_SUCCESS or count == 0:
+    return count if err == cu.CUresult.CUDA_SUCCESS else 0
+
+
+def find_device(ordinal: int = 0):
+    """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU."""
+    cu = _cu()
+    count = device_count()
+    if count == 0:
         raise HalError(StatusCode.UNAVAILABLE, "cuda: the driver reports no CUDA device")
     if not 0 <= ordinal < count:
         raise HalError(StatusCode.UNAVAILABLE, f"cuda: no device {ordinal} (the driver has {count})")
@@ -120,13 +144,14 @@ def _address(data) -> int:
 class _Graph:
     """An instantiated ``CUgraph`` of a reusable command buffer and what it owns."""
 
-    __slots__ = ("exec", "graph", "indices", "staged")
+    __slots__ = ("exec", "graph", "indices", "staged", "uploads")
 
-    def __init__(self, exe, graph, indices: tuple, staged: list):
+    def __init__(self, exe, graph, indices: tuple, staged: list, uploads: list = ()):
         self.exec = exe
         self.graph = graph
         self.indices = indices  # the commands it runs on the device
         self.staged = staged    # device copies of update bytes
+        self.uploads = uploads  # their host bytes (copied on the dispatch stream before the capture)
 
 
 class CudaAdapter(Adapter):
@@ -141,9 +166,11 @@ class CudaAdapter(Adapter):
         self.use_graphs = graphs
         self.cu_device = cu_device
         self.ctx = check(cu.cuDevicePrimaryCtxRetain(cu_device), "cuDevicePrimaryCtxRetain")
-        self._local = threading.local()
+        self._ctx_key = int(self.ctx)
+        self.module = None
+        self.streams = []
         try:
-            self._bind()
+            self._bind(force=True)
             major = check(cu.cuDeviceGetAttribute(
                 cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device), "cuDeviceGetAttribute")
             minor = check(cu.cuDeviceGetAttribute(
@@ -152,12 +179,17 @@ class CudaAdapter(Adapter):
             self.image_kind, self.arch = pick_image(major, minor)  # a CUBIN where NVRTC can build one
             self.image = compile_image(self.image_kind, self.arch)
             self.module = self._load_module(self.image)
-        except BaseException:
+            flags = int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            for _ in range(queues):
+                self.streams.append(check(cu.cuStreamCreate(flags), "cuStreamCreate"))
+        except BaseException:  # what was made goes, the retained context is released
+            for stream in self.streams:
+                cu.cuStreamDestroy(stream)
+            if self.module is not None:
+                cu.cuModuleUnload(self.module)
             cu.cuDevicePrimaryCtxRelease(cu_device)
             raise
         self.functions: dict[str, object] = {}
-        flags = int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        self.streams = [check(cu.cuStreamCreate(flags), "cuStreamCreate") for _ in range(queues)]
         self._memory: dict[int, tuple] = {}      # id(storage) → (storage, CUdeviceptr)
         self._owned: dict[int, list[int]] = {}   # id(root Buffer) → keys of _memory it owns
         self._to_free: list = []                 # device pointers of dead buffers (freed by the worker)
@@ -183,11 +215,15 @@ class CudaAdapter(Adapter):
                            f"or a newer driver")
         return check(result, "cuModuleLoadData")
 
-    def _bind(self) -> None:
-        """Make the device's primary context current on the calling thread (engine threads included)."""
-        if not getattr(self._local, "bound", False):
+    def _bind(self, force: bool = False) -> None:
+        """Make the device's primary context current on the calling thread (engine threads included),
+        unless this module made it current there last — per thread, not per adapter: a host thread
+        that created or used another device (another ordinal: another primary context) since must
+        switch back, as IREE sets its context at each entry point. ``force`` (creation, close: host
+        threads whose current context user code may have changed): always."""
+        if force or getattr(_THREAD, "ctx", None) != self._ctx_key:
             check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-            self._local.bound = True
+            _THREAD.ctx = self._ctx_key
 
     # -- events ----------------------------------------------------------------------------------------
 
@@ -212,8 +248,14 @@ class CudaAdapter(Adapter):
         self._bind()
         if handle is None:  # the completion event of an op that signals nothing: destroyed once synchronized
             handle = self.create_event()
+            try:
+                check(self.cu.cuEventRecord(handle, self.streams[stream]), "cuEventRecord")
+            except BaseException:  # never synchronized: destroyed now
+                self.destroy_event(handle)
+                raise
             with self._lock:
                 self._oneshot.add(int(handle))
+            return handle
         check(self.cu.cuEventRecord(handle, self.streams[stream]), "cuEventRecord")
         return handle
 
@@ -263,6 +305,26 @@ class CudaAdapter(Adapter):
                 if entry is not None:
                     self._to_free.append(entry[1])
 
+    def forget(self, buffer) -> None:
+        """A dealloca decommitted ``buffer``'s allocation (completion thread): its device memory goes —
+        queued, the worker frees it (IREE frees a transient at dealloca). Keys leave the root's list
+        too: a dropped storage's id may be reused by another buffer's storage."""
+        root = buffer.root
+        try:
+            live = buffer.storage()
+        except HalError:
+            live = None
+        with self._lock:
+            owned = self._owned.get(id(root))
+            if not owned:
+                return
+            for key in list(owned):
+                entry = self._memory.get(key)
+                if entry is not None and entry[0] is not live:
+                    del self._memory[key]
+                    self._to_free.append(entry[1])
+                    owned.remove(key)
+
     def _free_dead(self) -> None:
         with self._lock:
             dead, self._to_free = self._to_free, []
@@ -300,24 +362,24 @@ class CudaAdapter(Adapter):
                                        _address(store) + rng.offset, rng.length, s), "cuMemcpyHtoDAsync")
         # 3. The commands, with a timing event after each; the anchor pins the device clock to the host's.
         anchor = self._timing_event()
-        check(cu.cuEventRecord(anchor, s), "cuEventRecord")
-        check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
-        anchor_ns = time.monotonic_ns()
         marks, keep, scratch = [], [], []
-        try:
+        try:  # (every event made here is destroyed in the finally, whichever call fails)
+            check(cu.cuEventRecord(anchor, s), "cuEventRecord")
+            check(cu.cuStreamSynchronize(s), "cuStreamSynchronize")
+            anchor_ns = time.monotonic_ns()
             graph = self._graph(s, action.op)
             if graph is not None:
                 check(cu.cuGraphLaunch(graph.exec, s), "cuGraphLaunch")
                 ev = self._timing_event()
-                check(cu.cuEventRecord(ev, s), "cuEventRecord")
                 marks.append((graph.indices, ev))
+                check(cu.cuEventRecord(ev, s), "cuEventRecord")
                 action.native.append(("graph", graph))  # retained until the op completes
             else:
                 for cmd in commands:
                     if self._enqueue(s, cmd, keep, scratch=scratch):
                         ev = self._timing_event()
-                        check(cu.cuEventRecord(ev, s), "cuEventRecord")
                         marks.append(((cmd.index,), ev))
+                        check(cu.cuEventRecord(ev, s), "cuEventRecord")
             # 4. Device → host for every written range, then wait: the host copy is final.
             for rng in written.values():
                 store = rng.buffer.storage("command operand")
@@ -435,11 +497,16 @@ class CudaAdapter(Adapter):
         key = (id(cb), self._signature(op.commands))
         with self._lock:
             graph = self._graphs.get(key)
+            if graph is not None:  # most recently used last
+                keys = self._graph_keys[id(cb)]
+                keys.remove(key)
+                keys.append(key)
         if graph is not None:
             return graph
         graph = self._capture(s, op.commands)
         if graph is None:
             return None
+        evicted = []
         with self._lock:
             self._graphs[key] = graph
             keys = self._graph_keys.get(id(cb))
@@ -447,36 +514,62 @@ class CudaAdapter(Adapter):
                 keys = self._graph_keys[id(cb)] = []
                 weakref.finalize(cb, self._command_buffer_died, id(cb))
             keys.append(key)
+            while len(keys) > GRAPHS_PER_COMMAND_BUFFER:  # the least recently used binding table's graph
+                evicted.append(self._graphs.pop(keys.pop(0)))
+        for old in evicted:  # (on the worker, between submits: no graph is in flight)
+            self._destroy_graph(old)
         return graph
 
     def _capture(self, s, commands):
         cu = self.cu
-        staged = {}
-        for cmd in commands:  # device memory the graph owns (before capturing): update bytes, staged-copy scratch
-            if cmd.kind == "update" and len(cmd.args):
-                data = bytes(cmd.args)
-                ptr = check(cu.cuMemAlloc(len(data)), "cuMemAlloc")
-                staged[cmd.index] = ptr
-                check(cu.cuMemcpyHtoD(ptr, _address(data), len(data)), "cuMemcpyHtoD")
-            elif cmd.kind == "copy" and cmd.accesses[0][0].length and \
-                    overlapping(cmd.accesses[0][0], cmd.accesses[1][0]):
-                staged[cmd.index] = check(cu.cuMemAlloc(cmd.accesses[0][0].length), "cuMemAlloc")
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        check(cu.cuStreamBeginCapture(s, mode), "cuStreamBeginCapture")
-        indices = []
+        staged, uploads, graph = {}, [], None
         try:
-            for cmd in commands:
-                if self._enqueue(s, cmd, [], staged):
-                    indices.append(cmd.index)
-        finally:
+            for cmd in commands:  # device memory the graph owns (before capturing): update bytes, copy scratch
+                if cmd.kind == "update" and len(cmd.args):
+                    data = bytes(cmd.args)
+                    ptr = check(cu.cuMemAlloc(len(data)), "cuMemAlloc")
+                    staged[cmd.index] = ptr
+                    # On the dispatch stream, ahead of the capture, so the graph's launch is ordered after
+                    # it: a synchronous cuMemcpyHtoD from pageable memory returns before "the DMA to final
+                    # destination" completed, on the legacy stream, which a CU_STREAM_NON_BLOCKING stream
+                    # does not synchronize with. (The bytes stay with the graph: a pending copy's source.)
+                    uploads.append(data)
+                    check(cu.cuMemcpyHtoDAsync(ptr, _address(data), len(data), s), "cuMemcpyHtoDAsync")
+                elif cmd.kind == "copy" and cmd.accesses[0][0].length and \
+                        overlapping(cmd.accesses[0][0], cmd.accesses[1][0]):
+                    staged[cmd.index] = check(cu.cuMemAlloc(cmd.accesses[0][0].length), "cuMemAlloc")
+            mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+            check(cu.cuStreamBeginCapture(s, mode), "cuStreamBeginCapture")
+            indices = []
+            try:
+                for cmd in commands:
+                    if self._enqueue(s, cmd, [], staged):
+                        indices.append(cmd.index)
+            except BaseException:  # end the capture; the command's error stands (not the capture's)
+                result = cu.cuStreamEndCapture(s)
+                if result[0] == cu.CUresult.CUDA_SUCCESS and result[1] is not None and int(result[1]):
+                    graph = result[1]
+                raise
             graph = check(cu.cuStreamEndCapture(s), "cuStreamEndCapture")
-        if not indices:  # nothing for the device: no graph
+            if indices:
+                exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                return _Graph(exe, graph, tuple(indices), list(staged.values()), uploads)
+        except BaseException:
+            self._drop_capture(s, graph, staged)
+            raise
+        self._drop_capture(s, graph, staged)  # nothing for the device: no graph
+        return None
+
+    def _drop_capture(self, s, graph, staged: dict) -> None:
+        """A capture that makes no graph (failed, or nothing for the device): its graph and memory go
+        (after the stream: the staged copies may be pending on it)."""
+        cu = self.cu
+        if graph is not None:
             cu.cuGraphDestroy(graph)
+        if staged:
+            cu.cuStreamSynchronize(s)
             for ptr in staged.values():
                 cu.cuMemFree(ptr)
-            return None
-        exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-        return _Graph(exe, graph, tuple(indices), list(staged.values()))
 
     def _command_buffer_died(self, cb_id: int) -> None:
         with self._lock:  # any thread: queue the graphs, the worker destroys them
@@ -532,7 +625,7 @@ class CudaAdapter(Adapter):
 
     def close(self) -> None:
         cu = self.cu
-        self._bind()
+        self._bind(force=True)
         for s in self.streams:
             cu.cuStreamSynchronize(s)
             cu.cuStreamDestroy(s)
