@@ -343,18 +343,18 @@ def cmd_run(args) -> int:
     return code
 
 
-def _schedule_program(schedule):
-    """A schedule as a difftest program: runs its steps on the device; returns the steps that
-    raised, as (step, status) pairs (compared across devices like a program's return value)."""
-    from .schedule.run import run_schedule_on
+def _default_sim(real: str) -> str:
+    """``--sim``'s default: the model of ``--real``'s driver, with the ``queues`` it names (the
+    model's queue count must be the device's; other options are the real driver's own)."""
+    from urllib.parse import parse_qsl
 
-    def program(dev):
-        return [(e.where, hal.StatusCode(e.code).name) for e in run_schedule_on(dev, schedule)]
-    return program
+    name, _, query = real.partition("?")
+    queues = [f"queues={v}" for k, v in parse_qsl(query, keep_blank_values=True) if k == "queues"]
+    return f"sim:{name.split(':')[0]}" + (f"?{queues[-1]}" if queues else "")
 
 
 def cmd_difftest(args) -> int:
-    from .difftest import difftest, format_report
+    from .difftest import difftest, format_report, schedule_program
 
     if args.runs < 1:
         raise UsageError(f"--runs {args.runs}: must be >= 1")
@@ -367,8 +367,8 @@ def cmd_difftest(args) -> int:
         problem = output_problem(os.path.join(args.out, "reference.trace.json"), "--out", create_dirs=True)
         if problem:
             raise UsageError(problem)
-    fn = _schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) else load_program(args.program)
-    sim = args.sim or f"sim:{args.real.split('?')[0].split(':')[0]}"
+    fn = schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) else load_program(args.program)
+    sim = args.sim or _default_sim(args.real)
     for uri in (args.real, sim, args.reference):
         _create(uri).close()  # bad or unavailable device URIs: one line, exit 2, before running anything
     timeout = _timeout(args)

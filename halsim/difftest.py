@@ -39,7 +39,7 @@ from reference import hal
 from reference.hal.buffer import Buffer
 
 from .deadline import call_program
-from .trace_tools.deps import Satisfier, queue_edges, signal_wait_edges
+from .trace_tools.deps import Edge, Satisfier, signal_wait_edges
 from .trace_tools.diff import diff_traces
 from .trace_tools.model import TraceIndex
 
@@ -116,12 +116,38 @@ def run_on(program: Callable, uri: str):
     return dev.trace, reads, result, error
 
 
+def schedule_program(schedule) -> Callable:
+    """A schedule (``docs/schedule-format.md``) as a difftest program: it runs the schedule's steps on
+    the device, then reads every buffer the schedule declares (``[buffers]``, in order, whole) — the
+    outputs compared — and returns the steps that raised, as ``(step, status)`` pairs. Buffers a
+    ``release`` step names are neither kept nor read (the release must drop the last reference);
+    transient buffers are not read (their storage is gone after the dealloca).
+
+    >>> from halsim.schedule import parse_schedule
+    >>> doc = {"buffers": {"a": 16}, "semaphores": {"s": 0},
+    ...        "host": [{"call": "fill", "target": "a", "pattern": 7, "pattern_length": 1, "signal": {"s": 1}},
+    ...                 {"call": "wait", "wait": {"s": 1}}]}
+    >>> r = difftest(schedule_program(parse_schedule(doc)), real="local-sync", sim="sim")
+    >>> r["outputs"]["reference_reads"], r["ok"]
+    (1, True)
+    """
+    from .schedule.run import run_schedule_on
+
+    def program(dev):
+        outputs: list = []
+        errors = run_schedule_on(dev, schedule, outputs)
+        for buf in outputs:
+            buf.map_read()
+        return [(e.where, hal.StatusCode(e.code).name) for e in errors]
+    return program
+
+
 def ordering_violations(trace) -> list[dict]:
     """Happens-before edges between operations that the trace's timestamps contradict."""
     ix = TraceIndex.of(trace)
     ops = {op["op"]: op for op in ix.ops if ix.ran(op) and op.get("status", 0) == 0}
     out = []
-    for edge in list(signal_wait_edges(ix)) + list(queue_edges(ix)):
+    for edge in list(signal_wait_edges(ix)) + _queue_edges_that_ran(ix, ops):
         src, dst = ops.get(edge.src), ops.get(edge.dst)
         if src is None or dst is None or edge.kind == "fail":
             continue  # host signals, failed ops: no device interval to compare
@@ -130,6 +156,26 @@ def ordering_violations(trace) -> list[dict]:
             out.append({"src": edge.src, "dst": edge.dst, "kind": edge.kind, "why": what,
                         "src_end": src["end"], "dst_start": dst["start"]})
     return out
+
+
+def _queue_edges_that_ran(ix: TraceIndex, ran: dict) -> list[Edge]:
+    """Queue order between the operations that ran (``ran``: op id → op): each one after the last
+    earlier one of its queue that ran and is not a host call — past a failed operation, which has no
+    device interval (its successor still comes after what came before it on an in-order queue)."""
+    if not ix.in_order:
+        return []
+    last: dict = {}
+    edges = []
+    for op in ix.queue_order():
+        if op["op"] not in ran:
+            continue
+        q = op.get("queue")
+        prev = last.get(q)
+        if prev is not None:
+            edges.append(Edge(prev, op["op"], None, q, "queue"))
+        if op.get("kind") != "host_call":
+            last[q] = op["op"]
+    return edges
 
 
 def order_not_allowed(trace) -> list[dict]:
@@ -157,7 +203,8 @@ def order_not_allowed(trace) -> list[dict]:
 
     lanes: dict = {}
     for pos, op in enumerate(ix.ops):
-        if ix.ran(op) and op.get("queue") is not None:
+        # (a failed operation never ran: its start is when its failure was recorded, on the host)
+        if ix.ran(op) and op.get("queue") is not None and not op.get("status"):
             lanes.setdefault((op["queue"], op.get("thread")), []).append(pos)
     out = []
     for (queue, thread), positions in sorted(lanes.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -197,9 +244,20 @@ def difftest(program: Callable, real: str = "opencl", sim: str = "sim:opencl", r
                                          None if len(reads) == len(ref_reads) else min(len(reads), len(ref_reads)))}
     outputs = [outputs_of(sim, sim_reads, sim_result, sim_error)] + \
               [outputs_of(f"{real} #{i + 1}", r[1], r[2], r[3]) for i, r in enumerate(real_runs)]
+    for o, r in zip(outputs[1:], real_runs):
+        # (a device that follows its model where both depart from the reference, e.g. sticky failures)
+        o["equal_to_model"] = r[1] == sim_reads and same_value(r[2], sim_result) and _code(r[3]) == _code(sim_error)
     # A HalError the program raised is an output too: the same status code everywhere is agreement
     # (drivers word their messages differently; the report shows each one)
     outputs_equal = all(o["equal_reads"] and o["equal_result"] and o["equal_error"] for o in outputs)
+    findings = None
+    if not outputs_equal:
+        # Why they may differ: a racy program (halsim check's findings on the model's trace) has no
+        # one right output
+        from .checks import check_trace
+        findings = {}
+        for f in check_trace(sim_trace).findings:
+            findings[f.rule] = findings.get(f.rule, 0) + 1
 
     violations, inversions, timings = [], [], []
     for i, (trace, *_rest) in enumerate(real_runs):
@@ -218,7 +276,7 @@ def difftest(program: Callable, real: str = "opencl", sim: str = "sim:opencl", r
     return {
         "program_devices": {"reference": reference, "sim": sim, "real": real, "runs": runs},
         "outputs": {"equal": outputs_equal, "reference_reads": len(ref_reads), "reference_error": ref_error,
-                    "devices": outputs},
+                    "devices": outputs, "findings": findings},
         "ordering": {"violations": violations, "inversions": inversions},
         "timing": {"tolerance": tolerance, "runs": timings,
                    "makespan_error_median": round(statistics.median(errors), 6) if errors else None,
@@ -236,10 +294,14 @@ def format_report(r: dict) -> str:
                  + (f"; reference failed: {o['reference_error']}" if o["reference_error"] else ""))
     for dev in o["devices"]:
         if not (dev["equal_reads"] and dev["equal_result"] and dev["equal_error"]) or dev["error"]:
-            lines.append(f"    {dev['device']}: reads {'equal' if dev['equal_reads'] else 'differ'} "
-                         f"(first difference at read {dev['first_difference']}), result "
-                         f"{'equal' if dev['equal_result'] else 'differs'}"
-                         + (f", raised {dev['error']}" if dev["error"] else ""))
+            lines.append(f"    {dev['device']}: reads {'equal' if dev['equal_reads'] else 'differ'}"
+                         + ("" if dev["equal_reads"] else f" (first difference at read {dev['first_difference']})")
+                         + f", result {'equal' if dev['equal_result'] else 'differs'}"
+                         + (f", raised {dev['error']}" if dev["error"] else "")
+                         + (" — as the model's" if dev.get("equal_to_model") and not o["equal"] else ""))
+    if o.get("findings"):
+        lines.append("    halsim check finds " + ", ".join(f"{rule} x{n}" for rule, n in sorted(o["findings"].items()))
+                     + " in the model's trace: the program's outputs depend on timing")
     ordv, inv = r["ordering"]["violations"], r["ordering"]["inversions"]
     lines.append(f"  ordering: {'OK' if not ordv and not inv else 'VIOLATED'} — {len(ordv)} required edges broken, "
                  f"{sum(i['count'] for i in inv)} queue orders the model does not allow")

@@ -204,7 +204,7 @@ def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
             return
 
 
-def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
+def _main(dev, schedule: Schedule, errors: list, failures: list, envs: list) -> None:
     """The schedule's main thread: create the objects, start the other threads, run its steps.
     It does not join the others (the calling thread does): its own steps run meanwhile."""
     try:
@@ -214,6 +214,7 @@ def _main(dev, schedule: Schedule, errors: list, failures: list) -> None:
     except Exception as e:  # noqa: BLE001 - handed to the calling thread
         failures.append(e)
         return
+    envs.append(env)
     (main_name, main_steps), *others = schedule.threads
     for n, st in others:
         w = threading.Thread(target=_run_thread, args=(env, n, st, errors), name=f"schedule {n}")
@@ -239,17 +240,23 @@ def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> 
     return RunResult(dev.trace, errors)
 
 
-def run_schedule_on(dev, schedule: Schedule) -> list:
+def run_schedule_on(dev, schedule: Schedule, buffers: list | None = None) -> list:
     """Run ``schedule``'s steps on an open device (left open) and return its :class:`StepError` list
-    (``halsim difftest`` runs a schedule as a program this way)."""
+    (``halsim difftest`` runs a schedule as a program this way). ``buffers``, if given, gets the
+    buffers of ``[buffers]`` (in order) that no ``release`` step dropped."""
     errors: list[StepError] = []
     started: list = []   # the worker threads, or the exception that stopped set-up
-    main = threading.Thread(target=_main, args=(dev, schedule, errors, started), name="schedule main")
+    envs: list = []
+    main = threading.Thread(target=_main, args=(dev, schedule, errors, started, envs), name="schedule main")
     main.start()
     main.join()
     for w in list(started):
         if isinstance(w, BaseException):
             raise w
         w.join()
+    if buffers is not None and envs:
+        kept = envs[0].bufs
+        buffers.extend(kept[name] for name in schedule.buffers if name in kept)
+    envs.clear()
     gc.collect()   # objects the program dropped: their host_release lands before close
     return errors

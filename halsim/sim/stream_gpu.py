@@ -60,6 +60,16 @@ class StreamExecution:
             action.op.track = stream.track
             action.ready_by = "device" if action.launch_at < stream.last_end else "issue"
             stream.held_error = None
+            behind = stream.failed_behind
+            if behind is not None:
+                # Enqueued behind a command that failed through its wait list: PoCL fails it too,
+                # whatever it waits for (as the opencl backend reports: the failure it comes from)
+                error, n = behind
+                stream.failed_behind = (error, n - 1) if n > 1 else None
+                op = action.op
+                op.ready_t = op.start_t = op.end_t = self.env._now
+                self._stream_done(stream, action, error.clone(), True)
+                continue
             if not self._stream_wait(stream, action, 0, None):
                 return  # continued by a callback
         stream.idle = True
@@ -92,6 +102,8 @@ class StreamExecution:
         op.start_t = op.end_t = env._now
         if error is not None:
             op.wait_error = error
+            if self.wait_policy == "user_event" and len(stream.fifo) > 1:
+                stream.failed_behind = (error, len(stream.fifo) - 1)
         # (A host call's function runs in the completion callback.)
         return self._stream_done(stream, action, error, True)
 

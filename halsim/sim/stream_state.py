@@ -90,7 +90,7 @@ class Stream:
 
     __slots__ = ("index", "track", "fifo", "idle", "held", "held_event", "held_outcome", "held_error",
                  "callback_track", "callback_free", "slot", "last_end", "wait_i", "wait_error", "wait_since",
-                 "wait_by", "block", "waited")
+                 "wait_by", "block", "waited", "failed_behind")
 
     def __init__(self, index: int, track: int, callback_track: int):
         self.index = index
@@ -116,3 +116,6 @@ class Stream:
         self.wait_by = "device"
         self.waited = None
         self.block: tuple | None = None  # the running quick body's trace block
+        # OpenCL: (error, n) — the n actions queued behind one that failed through a failed event
+        # fail with it (PoCL fails an in-order queue's commands enqueued behind a failed one)
+        self.failed_behind: tuple | None = None

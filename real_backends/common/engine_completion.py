@@ -127,12 +127,28 @@ class Completion:
                 except Exception as e:  # noqa: BLE001
                     state = HalError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
                 state = True if state is None else state
-            if state is False or state is None:
+            if state is False or state is None or (isinstance(state, HalError) and self._producer_unreached(action)):
                 blocked.add(queue)
                 continue
             self._finish(action, state if isinstance(state, HalError) else None)
             progressed = True
         return progressed
+
+    def _producer_unreached(self, action: Action) -> bool:
+        """Whether ``action`` failed ahead of a producer (an action whose recorded event it waits on)
+        that the device has not reached: a failed user event fails the command at once, whatever
+        else its wait list holds (PoCL), so its producers are not known to have run — completing them
+        with it (_finish_locked) would read a running kernel's profile (INTERNAL) and fail a correct
+        op. It completes once they are reached."""
+        for event in action.events:
+            producer = event.producer
+            if producer is not None and not producer.done:
+                try:
+                    if self.adapter.query(producer.last) is False:
+                        return True
+                except Exception:  # noqa: BLE001 - (its own completion reports that)
+                    return False
+        return False
 
     def _complete_reached(self) -> None:
         """The completion thread of a user-event device: sweeps while work is in flight, paced by a
@@ -208,6 +224,11 @@ class Completion:
             # issued: issued before its waits were met (OpenCL user events), it would appear to
             # start before the operations it waits for ended.
             reached = self.adapter.reached_at(action) if error is None else None
+            if reached is not None and action.issued_t is not None and reached < action.issued_t:
+                # Its signal event reused the queue's last command (Adapter.record), which may have
+                # ended before this op was even issued — after its waits were met on the host, by
+                # operations that ended later: the queue reached it when it was issued.
+                reached = action.issued_t
             op.start_t = op.end_t = reached if reached is not None else device.now()
         if error is None and op.commands:
             # Every command is traced, including those the API needs no work for (barriers on an
