@@ -132,6 +132,7 @@ class SimDevice(Device):
         self.faults = parse_faults(options["faults"], options["fault_rate"])  # None: no fault injection
         self.history = SemaphoreHistory(self.cost.wake_ns)
         self.threads = HostThreads(self.env, self._lock, self._diagnose)
+        self.history.bind(self.env, self.threads)  # (bounded: prunes what no wait can ask about any more)
         self.now = self.threads.clock  # what now() returns, without a call in between (it is called a lot)
         self._thread_count = 0
         self._sim_thread: int | None = None
@@ -278,7 +279,12 @@ class SimDevice(Device):
 
     # -- API calls (serialized, charged) -------------------------------------------------------------
 
-    create_semaphore = _api()(Device.create_semaphore)
+    @_api()
+    def create_semaphore(self, initial_value: int = 0):
+        sem = Device.create_semaphore(self, initial_value)
+        self.history.watch(sem)  # its history goes when the host drops it
+        return sem
+
     create_command_buffer = _api()(Device.create_command_buffer)
     create_event = _api()(Device.create_event)
     load_executable = _api()(Device.load_executable)

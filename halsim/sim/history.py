@@ -22,6 +22,7 @@ happened to run, keeps traces of synchronized multi-thread programs deterministi
 
 from __future__ import annotations
 
+import weakref
 from bisect import bisect_left
 
 from reference.hal import HalError, WaitMode
@@ -29,14 +30,74 @@ from reference.hal import HalError, WaitMode
 Actor = int | None  # a host thread index, or None for the device (queue operations, host calls it runs)
 
 
+PRUNE_AT = 256  # a semaphore's history is pruned when its length reaches a power of two from here on
+
+
 class SemaphoreHistory:
-    __slots__ = ("wake_ns", "_signals", "_failed")
+    """Bounded over long runs once :meth:`bind` gave it the simulation (the device does): a semaphore's
+    signals that lie at or before every time a wait may still be asked about (:meth:`floor`) collapse
+    into the latest of them — a waiter, whose wait starts at or after that time, sees each of them as
+    met when called, whichever it is — and a semaphore the host dropped is forgotten (:meth:`watch`)."""
+
+    __slots__ = ("wake_ns", "_signals", "_failed", "_env", "_threads", "__weakref__")
 
     def __init__(self, wake_ns: int):
         self.wake_ns = wake_ns
         # semaphore id → (values, times, actors) of its signals, in order (values increase)
         self._signals: dict[str, tuple[list[int], list[int], list[Actor]]] = {}
         self._failed: dict[str, tuple[int, Actor]] = {}
+        self._env = None  # the simulation and its host threads (bind): None, nothing is pruned
+        self._threads = None
+
+    # -- bounds (long runs) --------------------------------------------------------------------------
+
+    def bind(self, env, threads) -> None:
+        """Prune with :meth:`floor` from the simulation ``env`` and its host threads ``threads``
+        (:class:`~.host.HostThreads`)."""
+        self._env, self._threads = env, threads
+
+    def watch(self, sem) -> None:
+        """Forget ``sem``'s history once the host dropped it (nothing can ask about it any more: a
+        queue operation or a blocked wait that uses it holds it)."""
+        # (the history held weakly: the finalizer registry is a global root, the history reaches the
+        # device through its host threads, and the device may hold ``sem``)
+        weakref.finalize(sem, _forget, weakref.ref(self), sem.id).atexit = False
+
+    def forget(self, sem_id: str) -> None:
+        self._signals.pop(sem_id, None)
+        self._failed.pop(sem_id, None)
+
+    def floor(self) -> int:
+        """A virtual time at or before every ``start``/``now`` a query may still use: the simulator's
+        time (waits made by the device use it; a host thread's clock is never behind it), the start of
+        every blocked host call, the clock of every live host thread; 0 (no pruning) once the device
+        is closing (clocks may then stay behind the simulator's) or when unbound."""
+        env, threads = self._env, self._threads
+        if env is None or threads.closing is not None:
+            return 0
+        t = env._now
+        for ht in threads._order:
+            block = ht.block
+            if block is not None and block.start < t:
+                t = block.start
+            if ht.thread.is_alive():
+                c = threads.clock_of(ht)
+                if c < t:
+                    t = c
+        return t
+
+    def _prune(self, entry) -> None:
+        """Drop the signals before the last one of the leading run at or before :meth:`floor`: a
+        query for a value they reached now gets that one's time, also at or before any wait's start."""
+        times = entry[1]
+        floor = self.floor()
+        n = len(times) - 1  # (the latest signal stays: retract may take it back)
+        j = 0
+        while j < n and times[j + 1] <= floor and times[j] <= floor:
+            j += 1
+        if j:
+            for column in entry:
+                del column[:j]
 
     # -- recording -----------------------------------------------------------------------------------
 
@@ -44,9 +105,13 @@ class SemaphoreHistory:
         entry = self._signals.get(sem_id)
         if entry is None:
             entry = self._signals[sem_id] = ([], [], [])
-        entry[0].append(value)
+        values = entry[0]
+        values.append(value)
         entry[1].append(t)
         entry[2].append(actor)
+        n = len(values)
+        if n >= PRUNE_AT and not n & (n - 1) and self._env is not None:  # (amortized O(1) per signal)
+            self._prune(entry)
 
     def retract(self, sem_id: str) -> None:
         """Forget the last :meth:`signaled` (the signal was rejected)."""
@@ -132,3 +197,9 @@ class SemaphoreHistory:
             if r > t:
                 t = r
         return t
+
+
+def _forget(history_ref, sem_id: str) -> None:
+    history = history_ref()
+    if history is not None:
+        history.forget(sem_id)

@@ -146,6 +146,11 @@ class HostThreads(PythonWaits):
         self.diagnose = diagnose
         self._by_ident: dict[int, HostThread] = {}
         self._order: list[HostThread] = []
+        # Host threads that ended, by index, as their clock (``lag``, ``frozen``) only: a join asks for
+        # it (record_at); the records leave ``_order``, which every gate pass walks (a program that
+        # starts a thread per task made each device call slower and slower) — see register.
+        self._ended: dict[int, HostThread] = {}
+        self._prune_at = 64
         self._known = set(threading.enumerate())  # threads that existed before the device
         self._first_seen: dict[threading.Thread, float] = {}
         self._sim_ident: int | None = None
@@ -224,8 +229,26 @@ class HostThreads(PythonWaits):
         self._by_ident[threading.get_ident()] = ht
         self._order.append(ht)
         self._known.add(thread)
+        if len(self._order) >= self._prune_at:  # (amortized: once the list doubled since the last time)
+            self._prune_ended()
         self.turns.changed()
         return ht
+
+    def _prune_ended(self) -> None:
+        """Move the records of threads that ended (not blocked) out of ``_order``, keeping their clock."""
+        live = []
+        for ht in self._order:
+            if ht.thread.is_alive() or ht.block is not None or ht is self.turns.runner:
+                live.append(ht)
+                continue
+            ghost = HostThread.__new__(HostThread)  # (no thread, no conditions: what clock_of reads)
+            ghost.index, ghost.thread, ghost.lag, ghost.frozen = ht.index, None, ht.lag, ht.frozen
+            self._ended[ht.index] = ghost
+            if self._by_ident.get(ht.thread.ident) is ht:
+                del self._by_ident[ht.thread.ident]
+        self._order = live
+        self._known = {t for t in self._known if t.is_alive()}
+        self._prune_at = max(64, 2 * len(live))
 
     def clock(self) -> int:
         """Virtual ns for the caller: the simulator's time, plus the calling host thread's lag."""
@@ -466,7 +489,8 @@ class HostThreads(PythonWaits):
 
     def record_at(self, index: int) -> HostThread | None:
         """The record of the host thread with device index ``index``, if it registered."""
-        return next((ht for ht in self._order if ht.index == index), None)
+        ht = self._ended.get(index)
+        return ht if ht is not None else next((ht for ht in self._order if ht.index == index), None)
 
     def is_blocked(self, thread: threading.Thread) -> bool:
         """Whether ``thread`` is a host thread blocked in a device call."""

@@ -103,10 +103,14 @@ class SimRecorder(Recorder):
         self.retains = retains
         # transient buffer id → the stand-ins (weak) of operations that use it
         self._awaiting: dict[str, weakref.WeakSet] = {}
+        self._purge_at = 64  # (a transient the host dropped without queue_dealloca leaves its entry)
 
     def awaits_storage(self, root, standin: UnretainedBuffer) -> None:
         waiting = self._awaiting.get(root.id)
         if waiting is None:
+            if len(self._awaiting) >= self._purge_at:  # amortized: the entries whose stand-ins all died
+                self._awaiting = {k: w for k, w in self._awaiting.items() if len(w)}
+                self._purge_at = max(64, 2 * len(self._awaiting))
             waiting = self._awaiting[root.id] = weakref.WeakSet()
         waiting.add(standin)
 

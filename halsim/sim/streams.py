@@ -210,6 +210,8 @@ class StreamDevice(StreamExecution, SimDevice):
                     if r is not None and r.values[-1] > level:
                         level = r.values[-1]
                 waiting.take(level, candidates)
+                if not waiting:  # (a dropped semaphore's entry must not stay: one per semaphore, for ever)
+                    del blocked[sem_id]
         if recorded:
             recorded.clear()
         if candidates:  # in submission order

@@ -219,7 +219,11 @@ class Device:
 
     def _watch(self, obj, res_id: str) -> None:
         """Trace the moment the host drops its last reference to ``obj`` (the trace holds only ids)."""
-        weakref.finalize(obj, self.recorder.host_release, res_id).atexit = False
+        # The finalizer holds the recorder weakly: the finalizer registry is a global root, and a
+        # recorder reaches the device (its clock), which may hold ``obj`` (a stream's last operation):
+        # a strong reference kept a closed device, dropped by the host, alive for ever with all its
+        # buffers (and ``obj`` with it: it never fired).
+        weakref.finalize(obj, _host_released, weakref.ref(self.recorder), res_id).atexit = False
 
     # -- objects -----------------------------------------------------------------------------------
 
@@ -483,6 +487,14 @@ class Device:
 
     def _shutdown(self) -> None:
         pass
+
+
+def _host_released(recorder_ref, res_id: str) -> None:
+    """A watched resource's finalizer (Device._watch): trace its release if the recorder still exists
+    (not when the device and the resource are collected together)."""
+    recorder = recorder_ref()
+    if recorder is not None:
+        recorder.host_release(res_id)
 
 
 def _retained(resources, wait, signal, commands) -> tuple:

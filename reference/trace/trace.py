@@ -72,6 +72,10 @@ class Trace:
         self._chunks: list[tuple[int, int, str]] = []  # (offset, size, "m"arshal/"p"ickle) per chunk
         self._templates: list[dict] = []  # see add_template
         self._blocks: list[tuple] = []  # see add_block
+        # what is registered already → its index: an operation's plan registers its commands anew
+        # (every one-shot queue_fill...), and these stay in memory (they are not spilled)
+        self._template_ids: dict[bytes, int] = {}
+        self._block_ids: dict[tuple, int] = {}
         self._block_extra = 0  # events that block entries and records stand for, beyond one each
         self._spooled = 0
         self._source: str | None = None  # a loaded file whose events precede ours
@@ -124,8 +128,19 @@ class Trace:
         """Register an event whose ``t``/``op``/``start``/``track`` change from one occurrence to the
         next (a command of a reusable command buffer); :meth:`emit_from` then records an occurrence
         as a small tuple of atoms (no dict to build or for the garbage collector to scan)."""
+        try:
+            key = marshal.dumps(fields, 2)  # (version 2: no back-references, whose flags vary with refcounts)
+        except ValueError:  # something marshal cannot write: not shared
+            key = None
+        else:
+            index = self._template_ids.get(key)
+            if index is not None:
+                return index
         self._templates.append(fields)
-        return len(self._templates) - 1
+        index = len(self._templates) - 1
+        if key is not None:
+            self._template_ids[key] = index
+        return index
 
     def template(self, template: int) -> dict:
         """A copy of the fields registered as ``template``."""
@@ -140,8 +155,12 @@ class Trace:
     def add_block(self, entries) -> int:
         """Register a block: ``[(template, start offset, end offset), ...]`` of commands that always run
         back to back with these durations (a reusable command list); :meth:`emit_block` records one run."""
-        self._blocks.append(tuple(entries))
-        return len(self._blocks) - 1
+        entries = tuple(entries)
+        index = self._block_ids.get(entries)
+        if index is None:
+            self._blocks.append(entries)
+            index = self._block_ids[entries] = len(self._blocks) - 1
+        return index
 
     def emit_block(self, block: int, start: int, op: str, track: int) -> None:
         """Emit every command of ``block`` for op ``op`` starting at ``start``; iteration yields the dicts."""

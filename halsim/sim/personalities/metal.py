@@ -142,6 +142,7 @@ class MetalDevice(SimDevice):
         if self.legacy_sync:
             self.capabilities = CAPABILITIES - {"async_queue"}
         self.history = SharedEventHistory(self.cost.wake_ns, self.cost.listener_ns)
+        self.history.bind(self.env, self.threads)
         self._gpu = False  # True while the GPU sets semaphore values
         self._closing: HalError | None = None
         self._queues = []

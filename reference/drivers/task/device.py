@@ -137,6 +137,9 @@ class TaskDevice(Device):
             if op is None:
                 return
             self._execute(op, track)
+            # Not kept while waiting for the next one: an idle worker held its last op — its
+            # command buffer, buffers and semaphores — until the device closed.
+            del op
 
     def _shutdown(self) -> None:
         # IREE [H]: pending operations are cancelled with CANCELLED "queue shutting down". Ops queued
