@@ -111,8 +111,6 @@ class Op:
     retained: frozenset | None = None  # ids in its retain event (None: the device retained nothing)
     ncmds: int = 0
     barriers: list | None = None  # indexes of its barrier commands (None: none; saves memory)
-    scopes: dict | None = None    # barrier index -> (source, target) stages of those that do not order
-                                  # every command (barrier_scopes); None: every barrier does
     after: tuple = ()             # ops whose recorded device-signal events it waited on (issue ``after``)
     t: int = 0                    # its op event's time (enqueue)
 
@@ -125,15 +123,15 @@ class Op:
         barriers = self.barriers or ()
         return barriers[bisect_left(barriers, i):bisect_left(barriers, j)]
 
-    def barriers_order(self, i: int, kind_i: str, j: int, kind_j: str) -> bool:
+    def barriers_order(self, scopes: dict | None, i: int, kind_i: str, j: int, kind_j: str) -> bool:
         """Whether the barriers between commands ``i < j`` (of kinds ``kind_i``, ``kind_j``) order
         them: a chain of barriers, each in the previous one's target stages (Vulkan's execution
         dependency chain), from one whose source stages hold command i's to one whose target
-        stages hold command j's. Memory scopes are not looked at (the checks order by execution)."""
+        stages hold command j's. ``scopes``: the op's entry of :attr:`TraceModel.scopes`. Memory
+        scopes are not looked at (the checks order by execution)."""
         between = self.between(i, j)
         if not between:
             return False
-        scopes = self.scopes
         if scopes is None:
             return True
         first, reached = STAGES_OF.get(kind_i, ALL_STAGES), 0
@@ -215,6 +213,9 @@ class TraceModel:
         # host signals the HAL refused (signal_rejected): (sem, value, cause "host:T" or op id, idx, status)
         self.rejected: list[tuple] = []
         self.ncmds = 0
+        # op id → {barrier index: (source, target) stages} of its barriers that do not order every
+        # command (barrier_scopes); ops whose barriers all do are not in it (most: no memory per op)
+        self.scopes: dict[str, dict] = {}
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
         self._issued: list[str] = []           # op ids in issue-event order
@@ -275,9 +276,7 @@ class TraceModel:
                         op.barriers.append(e["index"])
                         scope = barrier_scopes(e.get("stages")) if kind == "barrier" else None
                         if scope is not None:
-                            if op.scopes is None:
-                                op.scopes = {}
-                            op.scopes[e["index"]] = scope
+                            self.scopes.setdefault(op.id, {})[e["index"]] = scope
             elif ev == "op":
                 fields = {k: v for k, v in e.items() if k not in _OP_KEYS} or _NO_FIELDS
                 # tuples of interned names: a million ops must not hold a million copies of "s0"

@@ -108,11 +108,11 @@ class HazardChecker:
             if prior.index == cur.index or prior.index is None:
                 return None
             if prior.segment != cur.segment:
-                op = self.model.ops[cur.op]
-                if op.scopes is None:
+                scopes = self.model.scopes.get(cur.op) if self.model.scopes else None
+                if scopes is None:
                     return None
                 a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
-                if op.barriers_order(a.index, a.kind, b.index, b.kind):
+                if self.model.ops[cur.op].barriers_order(scopes, a.index, a.kind, b.index, b.kind):
                     return None
             return "command_buffer"
         if self.hb.before(prior.node, cur.node) or self.hb.before(cur.node, prior.node):
@@ -215,8 +215,9 @@ class HazardChecker:
         between = op.between(a.index, b.index)
         if not between:
             return "in the same command buffer with no execution barrier between them"
-        scopes = ", ".join(f"{cmd_id(op.id, i)} {stage_names(op.scopes[i][0])} -> {stage_names(op.scopes[i][1])}"
-                           for i in between)
+        stages = self.model.scopes.get(op.id, {})
+        scopes = ", ".join(f"{cmd_id(op.id, i)} {stage_names(stages[i][0])} -> {stage_names(stages[i][1])}"
+                           if i in stages else f"{cmd_id(op.id, i)}" for i in between)
         return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
                 f"them ({scopes}) do{'es' if len(between) == 1 else ''} not order {a.kind} "
                 f"({stage_names(STAGES_OF.get(a.kind, 0))}) work before {b.kind} "
