@@ -52,11 +52,11 @@ from heapq import heappop
 from threading import current_thread, get_ident
 from time import monotonic
 
-from reference.hal import HalError, StatusCode, WaitMode
-from reference.hal.wait import deadline_exceeded
+from reference.hal import HalError, StatusCode
 
 from .deadlock import deadlock_error
 from .events import call_after
+from .host_state import PENDING, RELEASED, RESOLVED, Block, HostThread
 from .host_turns import BLOCKED, RUNNING, Turns
 from .host_waits import CONDITION, TIMED, PythonWaits
 
@@ -68,70 +68,10 @@ GRACE_S = 2.0  # real seconds an unregistered new thread counts as "about to cal
 STALL_S = 0.1  # real seconds without a device call after which a running thread no longer holds back work
 INF = float("inf")
 
-PENDING, RESOLVED, RELEASED = "pending", "resolved", "released"
 # candidates(): ACTIVE, or the virtual time from which no deadline may expire yet ("hold"): STALLED
 # (none may), ALL_BLOCKED (no limit: deadlocks may be declared too), or the end of the earliest
 # Python wait with a real-time timeout that a host thread is in (it cannot act before then).
 ACTIVE, STALLED, ALL_BLOCKED = "active", -INF, INF
-
-
-class HostThread:
-    """A registered host thread: its index, real thread, clock lag and current blocking call."""
-
-    __slots__ = ("index", "thread", "lag", "state", "block", "active_at", "waited", "gate_key", "turn", "passed",
-                 "frozen", "timed", "until")
-
-    def __init__(self, index: int, thread: threading.Thread):
-        self.index = index
-        self.thread = thread
-        self.lag = 0
-        self.state = RUNNING
-        self.block: Block | None = None
-        self.active_at = time.monotonic()  # real time of its last device call or wake-up
-        self.waited = False  # last seen in a wait of host_waits (so its end is a wake-up)
-        self.gate_key: tuple[int, int] | None = None  # (clock, index) while it waits to run (gate)
-        self.turn: threading.Condition | None = None  # what it waits on at the gate (on the device lock)
-        self.passed: tuple | None = None  # (epoch, thread count, limit) when it last went through the gate
-        # Its clock when it was first seen waiting in a Python primitive (host_waits), until its next
-        # device call or traced hand-off: the clock stands still while it waits (its lag does not
-        # count again once the simulation has advanced past it).
-        self.frozen: int | None = None
-        # the Python wait with a real-time timeout it was last seen in: (its waiter lock, real time first
-        # seen, timeout in ns); and the virtual time that wait ends (it cannot act before, unless woken)
-        self.timed: tuple | None = None
-        self.until = 0
-
-    def __repr__(self) -> str:
-        return f"<HostThread {self.index} {self.state} lag={self.lag}>"
-
-
-class Block:
-    """One blocking host call: what it waits for, until when, and how it ended (``outcome``: None for
-    success or the HalError to raise)."""
-
-    __slots__ = ("thread", "call", "mode", "timepoints", "start", "deadline", "op", "state", "outcome",
-                 "release_t", "cond", "late", "inside")
-
-    def __init__(self, thread: HostThread, call: str, mode: str, timepoints, start: int,
-                 deadline: int | None, op, cond: threading.Condition):
-        self.thread = thread
-        self.call = call
-        self.mode = mode
-        self.timepoints = timepoints
-        self.start = start
-        self.deadline = deadline
-        self.op = op
-        self.state = PENDING
-        self.outcome: HalError | None = None
-        self.release_t = start
-        self.cond = cond
-        self.late = False  # resolved only after its deadline so far: it times out there (no deadlock)
-        self.inside = None  # the host call (sim:sync) whose function made this call, on this thread
-
-    def timeout_error(self) -> HalError:
-        if self.timepoints:
-            return deadline_exceeded(WaitMode[self.mode.upper()], self.timepoints)
-        return HalError(StatusCode.DEADLINE_EXCEEDED, f"{self.call} timed out")
 
 
 class HostThreads(PythonWaits):

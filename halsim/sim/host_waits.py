@@ -62,7 +62,7 @@ _CONDITION_WAIT = _code(threading.Condition.wait)
 def host_wait(frame, frames: dict, host_threads) -> tuple[str, threading.Thread | None] | None:
     """``(kind, thread)`` for a thread whose innermost Python frame is ``frame`` (``frames`` maps
     idents to innermost frames, for finding who runs a future; ``host_threads`` are the registered
-    :class:`~halsim.sim.host.HostThread` records to look among): ``(JOIN, joined)``,
+    :class:`~halsim.sim.host_state.HostThread` records to look among): ``(JOIN, joined)``,
     ``(CONDITION, None)``, ``(TIMED, None)``, ``(WAKING, None)``, or None when it waits for nothing
     recognised."""
     if frame is None:
