@@ -223,7 +223,7 @@ def test_failed_stream_creation_releases_the_context_module_and_streams():
 def test_graphs_per_command_buffer_are_bounded():
     """One graph per resolved binding table, least recently used out: a reusable command buffer run with
     fresh buffers each time keeps at most GRAPHS_PER_COMMAND_BUFFER graphs (and their staged memory)."""
-    from real_backends.cuda.adapter import GRAPHS_PER_COMMAND_BUFFER
+    from real_backends.cuda.graphs import GRAPHS_PER_COMMAND_BUFFER
 
     with install() as fake:
         with hal.create_device("cuda") as dev:
