@@ -39,7 +39,7 @@ from reference import hal
 from reference.hal.buffer import Buffer
 
 from .deadline import call_program
-from .trace_tools.deps import Edge, Satisfier, signal_wait_edges
+from .trace_tools.deps import Satisfier, queue_edges, signal_wait_edges
 from .trace_tools.diff import diff_traces
 from .trace_tools.model import TraceIndex
 
@@ -147,7 +147,7 @@ def ordering_violations(trace) -> list[dict]:
     ix = TraceIndex.of(trace)
     ops = {op["op"]: op for op in ix.ops if ix.ran(op) and op.get("status", 0) == 0}
     out = []
-    for edge in list(signal_wait_edges(ix)) + _queue_edges_that_ran(ix, ops):
+    for edge in list(signal_wait_edges(ix)) + queue_edges(ix, ops):
         src, dst = ops.get(edge.src), ops.get(edge.dst)
         if src is None or dst is None or edge.kind == "fail":
             continue  # host signals, failed ops: no device interval to compare
@@ -156,26 +156,6 @@ def ordering_violations(trace) -> list[dict]:
             out.append({"src": edge.src, "dst": edge.dst, "kind": edge.kind, "why": what,
                         "src_end": src["end"], "dst_start": dst["start"]})
     return out
-
-
-def _queue_edges_that_ran(ix: TraceIndex, ran: dict) -> list[Edge]:
-    """Queue order between the operations that ran (``ran``: op id → op): each one after the last
-    earlier one of its queue that ran and is not a host call — past a failed operation, which has no
-    device interval (its successor still comes after what came before it on an in-order queue)."""
-    if not ix.in_order:
-        return []
-    last: dict = {}
-    edges = []
-    for op in ix.queue_order():
-        if op["op"] not in ran:
-            continue
-        q = op.get("queue")
-        prev = last.get(q)
-        if prev is not None:
-            edges.append(Edge(prev, op["op"], None, q, "queue"))
-        if op.get("kind") != "host_call":
-            last[q] = op["op"]
-    return edges
 
 
 def order_not_allowed(trace) -> list[dict]:

@@ -90,17 +90,21 @@ def signal_wait_edges(trace) -> list[Edge]:
     return edges
 
 
-def queue_edges(trace) -> list[Edge]:
+def queue_edges(trace, among=None) -> list[Edge]:
     """Consecutive operations of each queue, in the order the device queued them
     (:meth:`TraceIndex.queue_order`), on in-order devices only (empty elsewhere). A host call
     comes after the operation before it but orders nothing after it: its function runs on the host
-    while the queue goes on."""
+    while the queue goes on. ``among`` (op ids): only those, each after the last earlier one of its
+    queue among them (``halsim difftest``: the ops that ran — past a failed one, which has no device
+    interval)."""
     ix = TraceIndex.of(trace)
     if not ix.in_order:
         return []
     last: dict = {}
     edges = []
     for op in ix.queue_order():
+        if among is not None and op["op"] not in among:
+            continue
         q = op.get("queue")
         prev = last.get(q)
         if prev is not None:
