@@ -109,6 +109,20 @@ def timed_wait(frame) -> tuple[object, float] | None:
     return waiter, max(0.0, float(timeout))
 
 
+_THREAD_START = threading.Thread.start.__code__
+
+
+def _in_thread_start(frame) -> bool:
+    """Whether ``frame`` (a Condition.wait) is ``Thread.start`` waiting for the thread it starts."""
+    for _ in range(4):  # Condition.wait ← Event.wait (← the hand-off wrapper) ← Thread.start
+        if frame is None:
+            return False
+        if frame.f_code is _THREAD_START:
+            return True
+        frame = frame.f_back
+    return False
+
+
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 LOCK_SETTLE_S = 0.05  # real seconds a thread must stay at a held lock's acquire to count as waiting in it
 _INSTRUCTIONS: dict = {}  # code object → {offset: index}, its instructions
@@ -284,7 +298,7 @@ class PythonWaits:
             return BLOCKED
         wait = host_wait(frames.get(thread.ident), frames, self._order)
         if ht is None:
-            self._outside_woken(thread, wait)
+            self._outside_woken(thread, wait, frames.get(thread.ident))
         if wait is None and self._in_lock(thread, frames):
             return CONDITION
         if wait is None or wait[0] == WAKING:
@@ -304,7 +318,7 @@ class PythonWaits:
     # outside (unregistered) thread → what it was last seen waiting in: CONDITION or WAKING (None until used)
     _outside: dict | None = None
 
-    def _outside_woken(self, thread: threading.Thread, wait) -> None:
+    def _outside_woken(self, thread: threading.Thread, wait, frame=None) -> None:
         """Note what an outside thread (one that never called the device) waits in. One seen woken
         from a wait only another thread ends — notified (WAKING), or gone from an untimed wait
         (CONDITION) it was last seen in — runs because the program handed it something (a host
@@ -314,11 +328,14 @@ class PythonWaits:
         thread did not count: a consumer thread started before the device, or one that had waited
         in ``ev.wait(5)`` for GRACE_S, woken by a host call, and the host thread's wait for its
         signal raised DeadlockError before it could signal.) A wait with a real-time timeout that
-        ends by itself (a ticker's) is no wake-up."""
+        ends by itself (a ticker's) is no wake-up, nor is ``Thread.start``'s wait for the thread it
+        starts (every harness that runs a program on a thread made it hold time back for GRACE_S)."""
         seen = self._outside
         if seen is None:
             seen = self._outside = {}
         kind = None if wait is None else wait[0]
+        if kind == WAKING and _in_thread_start(frame):
+            return
         last = seen.get(thread)
         if (kind == WAKING and last != WAKING) or (kind is None and last == CONDITION):
             self._known.discard(thread)

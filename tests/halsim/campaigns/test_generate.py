@@ -64,7 +64,9 @@ def test_drop_sync_makes_bugs_of_every_kind():
 
 EXPECTED_DROPPED = {'hazard.raw': 7, 'hazard.war': 7, 'hazard.waw': 24, 'lifetime.dealloca_race': 1,
                     'lifetime.use_before_alloca': 2, 'semaphore.racing_signals': 5,
-                    'semaphore.signal_after_failure': 2}
+                    # a refused signal fails its whole list, the refused semaphore too (IREE list_fail): a
+                    # later signal of it is lost (seeds 4 and 8)
+                    'semaphore.signal_after_failure': 4}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,6 +1,7 @@
 """Deadlock detection and reports, fifth pass: false deadlocks and what the report names."""
 
 import queue
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -253,3 +254,32 @@ def test_deferred_host_calls_signaled_by_the_program_are_forgotten(make):
         s.wait(0, WAIT)  # (runs it)
         s.signal(i)
     assert len(dev._deferred) <= 256
+
+
+# -- Thread.start's own wait is no hand-off -------------------------------------------------------------
+
+def test_thread_start_waiting_for_its_thread_is_no_wake_up(make):
+    """An outside thread seen notified in ``Thread.start`` (waiting for the thread it starts to run)
+    was counted as woken by the program and held virtual time back for GRACE_S: every harness that
+    runs a program on a thread (t.start(); t.join(timeout)) stalled each simulation for 2 s."""
+    from halsim.sim.host_waits import WAKING, _in_thread_start
+
+    dev = make("generic")
+    frames = {}
+
+    class Started(threading.Event):
+        def wait(self, timeout=None):
+            frames["start"] = sys._getframe()  # (Thread.start → Event.wait)
+            return super().wait(timeout)
+
+    t = threading.Thread(target=lambda: None)
+    t._started = Started()
+    t.start()
+    join(t)
+    assert _in_thread_start(frames["start"])
+    assert not _in_thread_start(sys._getframe())
+    me = threading.current_thread()
+    dev.threads._outside_woken(me, (WAKING, None), frames["start"])
+    assert me not in dev.threads._first_seen
+    dev.threads._outside_woken(me, (WAKING, None), sys._getframe())  # any other notified wait: a wake-up
+    assert me in dev.threads._first_seen
