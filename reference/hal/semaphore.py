@@ -43,13 +43,16 @@ def check_payload(value, what: str = "value") -> int:
 class Timepoint:
     """A registered interest in ``semaphore >= value``; :meth:`cancel` withdraws it."""
 
-    __slots__ = ("value", "callback", "cancelled", "semaphore")
+    __slots__ = ("value", "callback", "cancelled", "dead")
 
-    def __init__(self, value: int, callback: Callback, semaphore: "Semaphore | None" = None):
+    def __init__(self, value: int, callback: Callback, dead: list | None = None):
         self.value = value
         self.callback = callback
         self.cancelled = False
-        self.semaphore = semaphore
+        # the semaphore's count of cancelled entries (a one-item list: a reference to the semaphore
+        # itself would make a cycle through its heap, and a dropped semaphore's host_release would
+        # wait for the cyclic collector)
+        self.dead = dead
 
     def cancel(self) -> None:
         """Withdraw it. The entry leaves the semaphore's heap when popped, or when the next
@@ -59,8 +62,8 @@ class Timepoint:
         if not self.cancelled:
             self.cancelled = True
             self.callback = None  # drop what the callback holds (a waiter's condition, an op) now
-            if self.semaphore is not None:
-                self.semaphore._dead += 1
+            if self.dead is not None:
+                self.dead[0] += 1
 
 
 class Semaphore:
@@ -76,7 +79,7 @@ class Semaphore:
         self._value = initial_value
         self._failure: HalError | None = None
         self._timepoints: list = []  # heap of (value, seq, Timepoint)
-        self._dead = 0  # about how many of them are cancelled (Timepoint.cancel, compacted in add_timepoint)
+        self._dead = [0]  # about how many of them are cancelled (Timepoint.cancel, compacted in add_timepoint)
         self._seq = itertools.count()
         self._initial = initial_value
         self._queried: dict = {}  # who (host thread index or host call id) -> the value its last traced query saw
@@ -194,7 +197,7 @@ class Semaphore:
                 if callback is not None and not tp.cancelled:
                     fired.append(callback)
             if not heap:
-                self._dead = 0
+                self._dead[0] = 0
         for callback in fired:
             callback(None)
 
@@ -209,7 +212,7 @@ class Semaphore:
                 on_failed()
             fired = [cb for cb in (tp.callback for _, _, tp in self._timepoints if not tp.cancelled) if cb is not None]
             self._timepoints = []
-            self._dead = 0
+            self._dead[0] = 0
         for callback in fired:
             callback(error)
         return True
@@ -223,11 +226,12 @@ class Semaphore:
             failure = self._failure
             if failure is None and self._value < value:
                 heap = self._timepoints
-                if self._dead > 32 and 2 * self._dead > len(heap):
+                dead = self._dead
+                if dead[0] > 32 and 2 * dead[0] > len(heap):
                     heap[:] = [entry for entry in heap if not entry[2].cancelled]
                     heapq.heapify(heap)
-                    self._dead = 0
-                tp = Timepoint(value, callback, self)
+                    dead[0] = 0
+                tp = Timepoint(value, callback, dead)
                 heapq.heappush(heap, (value, next(self._seq), tp))
                 return tp
         callback(failure)

@@ -111,3 +111,25 @@ def test_a_refused_queue_signal_fails_the_whole_list(uri):
             assert (call.code, call.message) == (e.code, e.message)
         for sem in (t, s, u):  # the one signaled before and the refused one fail too
             assert (sem.failure.code, sem.failure.message) == (e.code, e.message)
+
+
+@pytest.mark.parametrize("uri", ["local-task", "local-sync"])  # (a sim reports the wait as a deadlock)
+def test_a_dropped_semaphore_with_a_timed_out_wait_is_freed_at_once(uri):
+    """A cancelled timepoint stays in the heap until compaction; it must not point back at its
+    semaphore (a cycle: the host's drop would be traced only when the cyclic collector runs)."""
+    import gc
+    import weakref
+
+    with hal.create_device(uri) as dev:
+        s = dev.create_semaphore()
+        with pytest.raises(hal.HalError):
+            s.wait(1, timeout=1e-6)
+        gone = weakref.ref(s)
+        sid = s.id
+        gc.disable()
+        try:
+            del s
+            assert gone() is None
+        finally:
+            gc.enable()
+        assert sid in [e["res"] for e in dev.trace.events("host_release")]
