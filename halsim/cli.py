@@ -121,10 +121,10 @@ def _parser() -> argparse.ArgumentParser:
                        "edge and the model's queue order, and the timing error. Exit 0 agree, 1 differ, 2 bad "
                        "input, 124 --timeout passed. Example: halsim difftest prog.py:main --real opencl --runs 3")
     t.add_argument("program", help="file.py[:function] — a function taking the device; its map_read results "
-                   "(on the calling thread) and return value are compared — or a schedule file (the steps "
-                   "that raised, and their status, are compared)")
+                   "(on the calling thread) and return value are compared — or a schedule file (every "
+                   "buffer of its [buffers], read at the end, and the steps that raised, with their status)")
     t.add_argument("--real", default="opencl", help="the real device URI (default: %(default)s)")
-    t.add_argument("--sim", help="the model's device URI (default: sim:<real>)")
+    t.add_argument("--sim", help="the model's device URI (default: sim:<real's driver>, with --real's queues)")
     t.add_argument("--reference", default="local-task", help="the reference device (default: %(default)s)")
     t.add_argument("--runs", type=int, default=1, help="runs on the real device (default: %(default)s)")
     t.add_argument("--tolerance", type=float, help="also fail when a run's makespan error exceeds this "
