@@ -178,9 +178,11 @@ class HappensBefore:
                     if in_order:
                         self._enq[on] = n
                     elif m.ordering == "inline":
-                        after = next((x for x in nodes[k + 1:] if x is not None), None)
-                        if after is not None:
-                            self._deps[after].append(on)
+                        j = k + 1  # the thread's next node (an index walk: no copy of the rest)
+                        while j < len(nodes) and nodes[j] is None:
+                            j += 1
+                        if j < len(nodes):
+                            self._deps[nodes[j]].append(on)
                 elif ev.kind == "join":  # Thread.join: after everything the joined thread did
                     joined = m.host.get(ev.value)
                     if joined:

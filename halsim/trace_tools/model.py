@@ -240,6 +240,7 @@ def _cmd_ok(e) -> bool:
         if len(e) == 8 and start is not _ABSENT and track is not _ABSENT:
             return True
     return (("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
+            and ("stages" not in e or _stages(e["stages"]))
             and ("status" not in e or _nat_or_null(e["status"]))
             and ("ready" not in e or _time_ok(e, "ready")) and ("end" not in e or _time_ok(e, "end")))
 

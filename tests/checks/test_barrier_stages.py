@@ -133,3 +133,16 @@ def test_a_trace_without_barrier_stages_orders_by_every_barrier():
         old.emit({k: v for k, v in e.items() if k != "stages"})
     assert not any("stages" in e for e in old.events("cmd"))
     assert findings(old) == []
+
+
+def test_a_barrier_record_with_malformed_stages_is_bad_input():
+    # the trace reader's fast path for commands checks stages too (it returned before the field table)
+    from halsim.trace_tools.model import event_problem
+
+    barrier = {"ev": "cmd", "t": 1, "op": "0:0", "index": 0, "kind": "barrier", "start": 0, "track": 0,
+               "access": []}
+    assert event_problem(dict(barrier, stages=[4, 4])) is None
+    assert event_problem(dict(barrier, stages=[4])) == (
+        "cmd event: 'stages' must be a [source, target] pair of execution-stage masks, got a list")
+    assert event_problem(dict(barrier, stages="xy")) == (
+        "cmd event: 'stages' must be a [source, target] pair of execution-stage masks, got 'xy'")
