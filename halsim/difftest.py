@@ -31,6 +31,7 @@ import contextlib
 import math
 import statistics
 import threading
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -235,9 +236,7 @@ def difftest(program: Callable, real: str = "opencl", sim: str = "sim:opencl", r
         # Why they may differ: a racy program (halsim check's findings on the model's trace) has no
         # one right output
         from .checks import check_trace
-        findings = {}
-        for f in check_trace(sim_trace).findings:
-            findings[f.rule] = findings.get(f.rule, 0) + 1
+        findings = dict(Counter(f.rule for f in check_trace(sim_trace).findings))
 
     violations, inversions, timings = [], [], []
     for i, (trace, *_rest) in enumerate(real_runs):

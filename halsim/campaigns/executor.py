@@ -92,7 +92,6 @@ def run_unordered(fn, shared, items, jobs: int = 1, dask: str | None = None):
         ctx.set_forkserver_preload(["halsim.campaigns.sweep", "halsim.campaigns.fuzz"])
         pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_set_shared,
                                                       initargs=(shared,))
-        futures: dict = {}
         try:
             futures = {pool.submit(_call_shared, fn, item): item for item in items}
             for fut in concurrent.futures.as_completed(futures):

@@ -419,10 +419,10 @@ def build(ch: Chooser, size: int = 12, drop_sync: float = 0.0, queues: int = 2, 
           gates: int = 2, fail_prob: float = 0.0, wait_before_signal: bool = True, device: str = "sim",
           options: dict | None = None, description: str = "") -> dict:
     """A program from the choices of ``ch`` (see :func:`generate` for the knobs)."""
-    if size < 1:
-        raise ValueError(f"size must be >= 1, got {size}")
-    if not 0 <= drop_sync <= 1:
-        raise ValueError(f"drop_sync must be in [0, 1], got {drop_sync}")
+    for name, value in (("size", size), ("drop_sync", drop_sync)):
+        problem = knob_problem(name, value)
+        if problem:
+            raise ValueError(f"{name} {problem}, got {value!r}")
     timelines = timelines or max(1, min(4, queues + 1))
     gen = _Gen(ch, size, drop_sync, max(1, queues), timelines, gates, fail_prob, wait_before_signal)
     for i in range(ch.int(1, 3)):

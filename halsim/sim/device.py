@@ -141,6 +141,7 @@ class SimDevice(Device):
         self._running_calls: dict[str, QueueOp] = {}
         # host calls that returned DEFERRED, with their signal lists (weak: the report only names them)
         self._deferred: list[tuple[str, tuple]] = []
+        self._deferred_prune_at = 256
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
@@ -403,8 +404,9 @@ class SimDevice(Device):
 
     def _host_call_deferred(self, op: QueueOp) -> None:
         deferred = self._deferred
-        if len(deferred) >= 256:  # keep those whose list is not all signaled (or failed) yet
+        if len(deferred) >= self._deferred_prune_at:  # keep those whose list is not all signaled yet
             deferred[:] = [d for d in deferred if _unsignaled(d[1])]
+            self._deferred_prune_at = max(256, 2 * len(deferred))  # (amortized: many still unsignaled)
         deferred.append((op.id, tuple((weakref.ref(sem), sem.id, value) for sem, value in op.signal)))
 
     def _runs_here(self, op: QueueOp) -> None:

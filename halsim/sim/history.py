@@ -25,7 +25,6 @@ from __future__ import annotations
 import weakref
 from bisect import bisect_left
 
-from reference.hal import HalError, WaitMode
 
 Actor = int | None  # a host thread index, or None for the device (queue operations, host calls it runs)
 
@@ -166,20 +165,6 @@ class SemaphoreHistory:
         if t > start and (actor is None or actor != me):
             return t + self.wake_ns
         return t
-
-    def resolved_at(self, mode: WaitMode, timepoints, outcome, me: Actor, start: int) -> int:
-        """Virtual time at which host thread ``me`` observes that its wait resolved with ``outcome``
-        (a HalError: the first failed semaphore in list order; else satisfaction per ``mode``)."""
-        if isinstance(outcome, HalError):
-            for sem, _ in timepoints:
-                if sem.failure is not None:
-                    return self.effective(*self.failure(sem.id), me, start)
-            return start
-        times = [self.effective(*self.reached(sem.id, value), me, start)
-                 for sem, value in timepoints if sem.poll(value) is True]
-        if not times:
-            return start
-        return min(times) if mode == WaitMode.ANY else max(times)
 
     def ready_at(self, waits) -> int:
         """When the device sees every ``(semaphore, value)`` of ``waits`` reached (no wake latency):

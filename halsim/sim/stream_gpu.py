@@ -68,6 +68,7 @@ class StreamExecution:
                 stream.failed_behind = (error, n - 1) if n > 1 else None
                 op = action.op
                 op.ready_t = op.start_t = op.end_t = self.env._now
+                op.wait_error = error  # (failed by a wait's failure, not a device error)
                 self._stream_done(stream, action, error.clone(), True)
                 continue
             if not self._stream_wait(stream, action, 0, None):

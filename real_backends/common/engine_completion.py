@@ -147,7 +147,7 @@ class Completion:
                     if self.adapter.query(producer.last) is False:
                         return True
                 except Exception:  # noqa: BLE001 - (its own completion reports that)
-                    return False
+                    continue
         return False
 
     def _complete_reached(self) -> None:
@@ -224,11 +224,6 @@ class Completion:
             # issued: issued before its waits were met (OpenCL user events), it would appear to
             # start before the operations it waits for ended.
             reached = self.adapter.reached_at(action) if error is None else None
-            if reached is not None and action.issued_t is not None and reached < action.issued_t:
-                # Its signal event reused the queue's last command (Adapter.record), which may have
-                # ended before this op was even issued — after its waits were met on the host, by
-                # operations that ended later: the queue reached it when it was issued.
-                reached = action.issued_t
             op.start_t = op.end_t = reached if reached is not None else device.now()
         if error is None and op.commands:
             # Every command is traced, including those the API needs no work for (barriers on an

@@ -44,11 +44,9 @@ def path_ordinal(path: str, options: dict) -> int:
 class CudaDevice(EngineDevice):
     capabilities = CAPABILITIES
 
-    def __init__(self, uri: str, options: dict, ordinal: int | None = None):
+    def __init__(self, uri: str, options: dict, ordinal: int):
         queues = int_option(options, "queues", 1, 64)
         capacity = int_option(options, "event_pool_capacity", 0, 1 << 16)
-        if ordinal is None:
-            ordinal = int_option(options, "ordinal", 0, 1 << 16)
         cu_device, name = find_device(ordinal)
         adapter = CudaAdapter(cu_device, queues, graphs=options["graphs"])
         try:

@@ -260,7 +260,7 @@ class CudaAdapter(GraphCache, Adapter):
             if entry is not None and entry[0] is store:
                 return int(entry[1])
         ptr = check(self.cu.cuMemAlloc(max(len(store), 1)), "cuMemAlloc")
-        root = rng.buffer
+        root = rng.buffer.root
         with self._lock:
             old = self._memory.get(key)
             if old is not None:  # a dead storage's id reused: its memory goes

@@ -351,11 +351,14 @@ class OpenCLAdapter(Adapter):
 
     def reached_at(self, action):
         # The signal event's end: a marker's, or the last command's before it on this in-order
-        # queue (Adapter.record's reuse), which is when the queue got past everything before the op.
+        # queue (Adapter.record's reuse), which is when the queue got past everything before the op —
+        # but not before the op was issued: a reused command may have ended before then (the op's
+        # waits met on the host, by operations that ended later).
         try:
-            return self.cl.Event.get_profiling_info(action.last, self._end) + self.offset_ns
+            end = self.cl.Event.get_profiling_info(action.last, self._end) + self.offset_ns
         except self.cl.Error:
             return None
+        return end if action.issued_t is None else max(end, action.issued_t)
 
     def close(self, timeout: float = 5.0) -> None:
         """The engine waited for everything in flight and set every user event: wait until each queue's

@@ -153,10 +153,9 @@ def signal_all(device, op: QueueOp) -> HalError | None:
     list fails with that error, which is returned: IREE follows a failed ``list_signal`` with
     ``list_fail`` of the same list (local-sync [H] ``queue_op_end``, local-task, CUDA/HIP completion,
     Metal [H] completed handler), so the refused semaphore and those already signaled fail too."""
-    cause = op.id
     try:
         for sem, value in op.signal:
-            device._signal_semaphore(sem, value, cause)
+            device._signal_semaphore(sem, value, op.id)
     except HalError as e:
         fail_all(device, op, e)
         return e

@@ -193,6 +193,7 @@ class Semaphore:
             heap = self._timepoints
             while heap and heap[0][0] <= value:
                 tp = heapq.heappop(heap)[2]
+                tp.dead = None  # out of the heap: a later cancel() counts nothing there
                 callback = tp.callback  # (taken under the lock; a cancel racing with us clears it)
                 if callback is not None and not tp.cancelled:
                     fired.append(callback)

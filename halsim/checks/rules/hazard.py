@@ -108,7 +108,7 @@ class HazardChecker:
             if prior.index == cur.index or prior.index is None:
                 return None
             if prior.segment != cur.segment:
-                scopes = self.model.scopes.get(cur.op) if self.model.scopes else None
+                scopes = self.model.scopes.get(cur.op)
                 if scopes is None:
                     return None
                 a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
