@@ -38,7 +38,7 @@ def interrupt(cmd, ready, timeout: float = 60):
     try:
         deadline = time.monotonic() + timeout
         while not ready():
-            assert proc.poll() is None, f"ended before it could be interrupted: {proc.communicate()[1]}"
+            assert proc.poll() is None, f"ended before it could be interrupted: {proc.communicate(timeout=10)[1]}"
             assert time.monotonic() < deadline, "not ready in time"
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)

@@ -8,8 +8,8 @@ import pytest
 
 from halsim.checks import check_trace
 from reference import hal
+from tests.conftest import WAIT, join
 
-WAIT = 10.0
 IN_ORDER = ["sim:metal", "sim:opencl"]
 ALL_SIMS = ["sim", "sim:cuda", "sim:opencl", "sim:metal", "local-task"]
 
@@ -31,22 +31,20 @@ def _racing_threads_on_one_queue(dev, copy_delay, fill_delay):
     dev.sleep(fill_delay)
     dev.queue_fill([], [(s, 1)], a, 0, 256, 4, 1)
     dev.wait_semaphores(hal.WaitMode.ALL, [(s, 1), (t, 1)], WAIT)
-    th.join(WAIT)
-    assert not th.is_alive()
+    join(th)
 
 
+@pytest.mark.parametrize("copy_delay, fill_delay, expected", [
+    (1e-4, 0, ("hazard.raw", ["0:0.0", "1:0.0"], "copy 1:0.0 reads buffer b0[0:256) written by fill "
+               "0:0.0 on queue 0 with no semaphore or barrier ordering them (RAW)")),
+    (0, 1e-4, ("hazard.war", ["1:0.0", "0:0.0"], "fill 0:0.0 writes buffer b0[0:256) read by copy "
+               "1:0.0 on queue 0 with no semaphore or barrier ordering them (WAR)"))])
 @pytest.mark.parametrize("uri", IN_ORDER)
-def test_unsynchronized_threads_sharing_an_in_order_queue_race(uri):
+def test_unsynchronized_threads_sharing_an_in_order_queue_race(uri, copy_delay, fill_delay, expected):
     """Which thread reaches the queue first is timing: the queue's order is no guarantee."""
-    for copy_delay, fill_delay, expected in (
-            (1e-4, 0, ("hazard.raw", ["0:0.0", "1:0.0"], "copy 1:0.0 reads buffer b0[0:256) written by fill "
-                       "0:0.0 on queue 0 with no semaphore or barrier ordering them (RAW)")),
-            (0, 1e-4, ("hazard.war", ["1:0.0", "0:0.0"], "fill 0:0.0 writes buffer b0[0:256) read by copy "
-                       "1:0.0 on queue 0 with no semaphore or barrier ordering them (WAR)"))):
-        dev = hal.create_device(uri)
+    with hal.create_device(uri) as dev:
         _racing_threads_on_one_queue(dev, copy_delay, fill_delay)
         assert findings(dev.trace) == [expected]
-        dev.close()
 
 
 @pytest.mark.parametrize("uri", IN_ORDER)
@@ -67,7 +65,7 @@ def test_threads_ordered_by_a_hand_off_keep_the_queue_order(uri):
     dev.queue_fill([], [(s, 1)], a, 0, 256, 4, 1)
     go.set()
     dev.wait_semaphores(hal.WaitMode.ALL, [(s, 1), (t, 1)], WAIT)
-    th.join(WAIT)
+    join(th)
     assert b.map_read(0, 4) == bytes([4]) * 4
     assert findings(dev.trace) == []
     dev.close()
@@ -177,7 +175,7 @@ def test_queue_order_past_another_threads_unordered_op(uri):
     dev.sleep(1e-5)
     dev.queue_copy([], [(t, 1)], a, 0, b, 0, 256)
     dev.wait_semaphores(hal.WaitMode.ALL, [(t, 1), (u, 1)], WAIT)
-    th.join(WAIT)
+    join(th)
     queued = [e["op"] for e in dev.trace.events("op_done")]
     assert queued == ["0:0", "1:0", "0:1"]   # the barrier ran between them
     assert b.map_read(0, 4) == bytes([7]) * 4

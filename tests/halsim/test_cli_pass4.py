@@ -1,16 +1,13 @@
 """Adversarial pass 4 of ``halsim``'s own commands: a program path may contain ``:`` (split at the
 last colon before a function name), and Ctrl-C prints one line and exits 130, never a traceback."""
 
-import os
 import sys
-import time
 
 import pytest
 
 from halsim.cli import main
 from tests.conftest import interrupt as _interrupt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("spec, expected", [

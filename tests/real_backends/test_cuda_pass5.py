@@ -130,28 +130,32 @@ def test_close_sets_the_context_even_if_user_code_changed_it():
 
 # -- bug02: dealloca frees the transient's device memory ------------------------------------------------
 
-def test_dealloca_frees_device_memory_while_the_handle_lives():
+@pytest.mark.parametrize("through", ["buffer", "subspan"])
+def test_dealloca_frees_device_memory_while_the_handle_lives(through):
     """IREE frees a transient at dealloca; the adapter's memory for a decommitted allocation goes
-    (Adapter.forget), not only once the Python handle is garbage."""
+    (Adapter.forget), not only once the Python handle is garbage — also when the work used it through
+    a subspan (the memory is the allocation's, not the view's)."""
     mb = 1 << 20
     with install() as fake:
         with hal.create_device("cuda") as dev:
             s, v, kept = dev.create_semaphore(0), 0, []
             for _ in range(3):
                 buf = dev.queue_alloca([(s, v)], [(s, v + 1)], mb)
-                dev.queue_fill([(s, v + 1)], [(s, v + 2)], buf, 0, mb, 7, 1)
+                target = buf if through == "buffer" else buf.subspan(0, mb)
+                dev.queue_fill([(s, v + 1)], [(s, v + 2)], target, 0, mb, 7, 1)
+                kept.append(target)
                 dev.queue_dealloca([(s, v + 2)], [(s, v + 3)], buf)
                 v += 3
                 s.wait(v, WAIT)
-                kept.append(buf)
             other, t = dev.allocator.allocate_buffer(16), dev.create_semaphore(0)
             dev.queue_fill([], [(t, 1)], other, 0, 16, 1, 1)  # the worker frees before this submit
             t.wait(1, WAIT)
             assert sorted(len(b) for b in fake.memory.values()) == [16]
-            with pytest.raises(hal.HalError) as e:  # (the decommitted buffer is still refused)
-                dev.queue_fill([], [(t, 2)], kept[0], 0, 16, 1, 1)
+            dev.queue_fill([], [(t, 2)], kept[0], 0, 16, 1, 1)  # (the decommitted buffer is still refused)
+            with pytest.raises(hal.HalError) as e:
                 t.wait(2, WAIT)
-            assert e.value.code in (hal.StatusCode.FAILED_PRECONDITION, hal.StatusCode.INVALID_ARGUMENT)
+            assert (e.value.code, e.value.message) == (
+                hal.StatusCode.FAILED_PRECONDITION, "command operand b0 used after queue_dealloca released it")
 
 
 def test_forget_leaves_no_stale_key_for_a_reused_storage_id():

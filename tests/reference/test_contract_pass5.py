@@ -91,28 +91,6 @@ def test_host_call_queries_do_not_grow_the_semaphore_without_bound(dev):
     assert len([e for e in dev.trace.events("host_query") if e.get("op")]) == 300
 
 
-# -- a refused queue signal fails the whole signal list (IREE list_fail after list_signal) ---------------
-
-@pytest.mark.parametrize("uri", ["local-task", "local-sync"])
-def test_a_refused_queue_signal_fails_the_whole_list(uri):
-    with hal.create_device(uri) as dev:
-        t, s, u = dev.create_semaphore(), dev.create_semaphore(3), dev.create_semaphore()
-        if uri == "local-sync":  # IREE [H] queue_op_end returns the list_signal error from the call
-            with pytest.raises(hal.HalError) as ei:
-                dev.queue_barrier([], [(t, 1), (s, 2), (u, 1)])
-            call = ei.value
-        else:  # IREE local-task 3.13: the call returns OK, the list fails
-            dev.queue_barrier([], [(t, 1), (s, 2), (u, 1)])
-        with pytest.raises(hal.HalError) as ei:
-            u.wait(1, WAIT)
-        e = ei.value
-        assert e.code == S.INVALID_ARGUMENT and "already signaled past 2" in e.message
-        if uri == "local-sync":
-            assert (call.code, call.message) == (e.code, e.message)
-        for sem in (t, s, u):  # the one signaled before and the refused one fail too
-            assert (sem.failure.code, sem.failure.message) == (e.code, e.message)
-
-
 @pytest.mark.parametrize("uri", ["local-task", "local-sync"])  # (a sim reports the wait as a deadlock)
 def test_a_dropped_semaphore_with_a_timed_out_wait_is_freed_at_once(uri):
     """A cancelled timepoint stays in the heap until compaction; it must not point back at its

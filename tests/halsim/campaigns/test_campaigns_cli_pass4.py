@@ -15,9 +15,9 @@ import pytest
 from halsim.campaigns import fuzz, generate, sweep_spec
 from halsim.campaigns.sweep import read_results
 from halsim.cli import main
+from tests.conftest import ROOT
 from tests.conftest import interrupt as _interrupt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CORPUS = os.path.join(ROOT, "tests", "checks", "corpus")
 
 

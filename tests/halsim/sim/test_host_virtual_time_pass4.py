@@ -142,7 +142,7 @@ def test_join_and_queue_get_move_the_receiver_to_the_givers_clock_plus_wake(make
         r["end"] = dev.now()
 
     t = start(child)
-    t.join(WAIT)
+    join(t)
     assert (r["end"], dev.now()) == (1_001_060, 1_001_110)     # was 1_002_060: main's 1000 counted again
     q = queue.Queue()
     for _ in range(100):

@@ -18,12 +18,6 @@ SIMS = ["sim", "sim:sync", "sim:metal", "sim:cuda", "sim:opencl"]
 ASYNC_SIMS = ["sim", "sim:metal", "sim:cuda", "sim:opencl"]
 
 
-def _bind(dev):
-    """The device binds its history (halsim/sim/device.py); bind here too where it does not yet."""
-    if dev.history._env is None:
-        dev.history.bind(dev.env, dev.threads)
-
-
 # -- the semaphore history ---------------------------------------------------------------------------
 
 
@@ -96,7 +90,6 @@ def test_history_unbound_never_prunes():
 @pytest.mark.parametrize("uri", ASYNC_SIMS)
 def test_history_stays_bounded_over_a_long_submit_wait_loop(uri):
     dev = hal.create_device(uri)
-    _bind(dev)
     s = dev.create_semaphore()
     buf = dev.allocator.allocate_buffer(64)
     for i in range(3 * PRUNE_AT):
@@ -113,10 +106,8 @@ def test_history_forgets_a_semaphore_the_host_dropped(uri):
     dev = hal.create_device(uri)
     for _ in range(20):
         a = dev.create_semaphore()
-        dev.history.watch(a)  # (the device watches every semaphore it creates: halsim/sim/device.py)
         a.signal(1)
         b = dev.create_semaphore()
-        dev.history.watch(b)
         b.fail(StatusCode.ABORTED, "x")
         with pytest.raises(hal.HalError):
             b.wait(1, timeout=0)
