@@ -26,6 +26,7 @@ from reference.trace.atomic import output_problem, same_file_problem
 
 from .deadline import (EXIT_TIMEOUT, ProgramExit, ProgramTimeout, call_program, exit_now, leftover_threads,
                        run_with_timeout, timeout_problem)
+from .programs import split_program
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -144,22 +145,6 @@ def _parser() -> argparse.ArgumentParser:
     calibrate_cli.add_parsers(sub)  # calibrate (docs/accuracy.md)
     campaigns_cli.add_parsers(sub)  # sweep, fuzz (docs/campaigns.md)
     return p
-
-
-def split_program(spec: str, base: str | None = None) -> tuple[str, str | None]:
-    """``file.py[:function]`` → ``(file, function or None)``. A path may hold colons itself (a folder
-    ``run:1``), so the split is at the last colon, and only when what follows is a Python identifier
-    (or nothing) and what precedes ends in ``.py`` or is a file (relative to ``base``); otherwise the
-    whole of ``spec`` is the path.
-
-    >>> split_program("prog.py:main"), split_program("run:1/prog.py:step"), split_program("run:1/prog.py")
-    (('prog.py', 'main'), ('run:1/prog.py', 'step'), ('run:1/prog.py', None))
-    """
-    head, sep, tail = spec.rpartition(":")
-    if sep and (tail.isidentifier() or not tail) and (
-            head.endswith(".py") or os.path.isfile(os.path.join(base or "", head))):
-        return head, tail or None
-    return spec, None
 
 
 def load_program(spec: str):

@@ -18,6 +18,7 @@ import os
 import random
 import tomllib
 
+from ..programs import split_program
 from .executor import CampaignError
 from .generate import KNOBS, knob_problem
 
@@ -152,7 +153,6 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
         spec = prog["python"]
         if not isinstance(spec, str):
             _fail(path, "program.python", "expected 'file.py[:function]'")
-        from halsim.cli import split_program
         file, func = split_program(spec, base)  # (at the last colon: a folder may be named run:1)
         file = os.path.join(base, file)
         if not file.endswith(".py") or not os.path.isfile(file):

@@ -32,6 +32,7 @@ from reference import hal
 from reference.trace import Trace, TraceFormatError
 
 from ..deadline import timeout_problem
+from ..programs import split_program
 from . import RULES, check_trace
 from .findings import Finding
 
@@ -174,7 +175,6 @@ def _run_schedule(path: str, uri: str | None, timeout: float | None = None):
 def load_target(target: str, device: str | None, timeout: float | None = None, progress=None):
     """(trace, notes, extra findings) for a program, schedule or trace path; _BadInput on problems,
     _TimedOut when a program ran past ``timeout`` seconds. ``progress``: shows a trace file's reading."""
-    from halsim.cli import split_program
     from halsim.schedule import is_schedule_path
 
     path = split_program(target)[0]
