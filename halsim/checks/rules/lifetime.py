@@ -71,24 +71,20 @@ class LifetimeChecker:
                     op = self.model.ops[op_id]
                     if op.retained is None or buf not in op.retained:
                         users.append(op_id)
-            what = f"{kind} {cmd_id(op_id, index)}"
-            alloca = self.alloca.get(buf)
-            if alloca is not None and alloca != op_id and \
-                    not self.hb.before(self.hb.node_of_op[alloca], node):
-                self._add("lifetime.use_before_alloca", buf, op_id, [alloca, cmd_id(op_id, index)],
-                          f"{what} uses transient buffer {buf} but its alloca {alloca} is not ordered "
-                          f"before it: wait for the alloca's signal")
-            for d in self.dealloca.get(buf, ()):
-                if d == op_id:
-                    continue
-                dn = self.hb.node_of_op[d]
-                if self.hb.before(dn, node):
-                    self._add("lifetime.use_after_dealloca", buf, op_id, [d, cmd_id(op_id, index)],
-                              f"{what} uses buffer {buf} after dealloca {d} released its storage")
-                elif not self.hb.before(node, dn):
-                    self._add("lifetime.dealloca_race", buf, op_id, [cmd_id(op_id, index), d],
-                              f"dealloca {d} of buffer {buf} is not ordered after {what}, which uses it: "
-                              f"add a wait for what that op signals")
+            if buf not in self.alloca and buf not in self.dealloca:
+                continue  # (most buffers: not transient)
+            cid = cmd_id(op_id, index)
+            what = f"{kind} {cid}"
+            for rule, other in self._misordered(buf, node, op_id):
+                if rule == "lifetime.use_before_alloca":
+                    self._add(rule, buf, op_id, [other, cid], f"{what} uses transient buffer {buf} but its alloca "
+                              f"{other} is not ordered before it: wait for the alloca's signal")
+                elif rule == "lifetime.use_after_dealloca":
+                    self._add(rule, buf, op_id, [other, cid],
+                              f"{what} uses buffer {buf} after dealloca {other} released its storage")
+                else:
+                    self._add(rule, buf, op_id, [cid, other], f"dealloca {other} of buffer {buf} is not ordered "
+                              f"after {what}, which uses it: add a wait for what that op signals")
 
     def host_access(self, thread, op_id, buf: str, _offset, _length, mode: str, idx: int) -> None:
         """A host access (``map_write``, ``map_read``, …) of a transient's bytes by host thread
@@ -96,32 +92,40 @@ class LifetimeChecker:
         and before its ``queue_dealloca`` as a command's use must: the host waits for the alloca's
         signal before touching the bytes, and signals that its access is done for the dealloca to
         wait on."""
-        deallocas = self.dealloca.get(buf, ())
-        alloca = self.alloca.get(buf)
-        if not deallocas and alloca is None:
+        if buf not in self.dealloca and buf not in self.alloca:
             return
         hb = self.hb
         node = hb.node_of_op.get(op_id) if op_id is not None else hb.node_of_host.get(idx)
         if node is None:
             return
         who = f"host call {op_id}" if op_id is not None else f"host thread {thread}"
-        what = "map_read" if mode == "r" else "map_write"
-        if alloca is not None and alloca != op_id and not hb.before(hb.node_of_op[alloca], node):
-            # the storage may not exist yet: the host must wait for the alloca's signal first
-            self._add("lifetime.use_before_alloca", buf, f"host:{thread}:{op_id}", [alloca],
-                      f"{who}'s {what} of transient buffer {buf} is not ordered after its alloca {alloca}: "
-                      f"wait for the alloca's signal before touching its bytes")
-        for d in deallocas:
-            if d == op_id:
+        what, key = ("map_read" if mode == "r" else "map_write"), f"host:{thread}:{op_id}"
+        for rule, other in self._misordered(buf, node, op_id):
+            if rule == "lifetime.use_before_alloca":  # the storage may not exist yet
+                self._add(rule, buf, key, [other], f"{who}'s {what} of transient buffer {buf} is not ordered "
+                          f"after its alloca {other}: wait for the alloca's signal before touching its bytes")
+            elif rule == "lifetime.use_after_dealloca":
+                self._add(rule, buf, key, [other],
+                          f"{who} accesses buffer {buf} ({what}) after dealloca {other} released its storage")
+            else:
+                self._add(rule, buf, key, [other], f"dealloca {other} of buffer {buf} is not ordered after {who}'s "
+                          f"{what} of it: make the dealloca wait for a semaphore the host signals after the access")
+
+    def _misordered(self, buf: str, node, own: str | None):
+        """``(rule, op)`` for each alloca or dealloca of ``buf`` that a use at ``node`` (by op ``own``,
+        or the host) is not ordered with as it must be: after the alloca, before every dealloca."""
+        hb = self.hb
+        alloca = self.alloca.get(buf)
+        if alloca is not None and alloca != own and not hb.before(hb.node_of_op[alloca], node):
+            yield "lifetime.use_before_alloca", alloca
+        for d in self.dealloca.get(buf, ()):
+            if d == own:
                 continue
             dn = hb.node_of_op[d]
             if hb.before(dn, node):
-                self._add("lifetime.use_after_dealloca", buf, f"host:{thread}:{op_id}", [d],
-                          f"{who} accesses buffer {buf} ({what}) after dealloca {d} released its storage")
+                yield "lifetime.use_after_dealloca", d
             elif not hb.before(node, dn):
-                self._add("lifetime.dealloca_race", buf, f"host:{thread}:{op_id}", [d],
-                          f"dealloca {d} of buffer {buf} is not ordered after {who}'s {what} of it: make "
-                          f"the dealloca wait for a semaphore the host signals after the access")
+                yield "lifetime.dealloca_race", d
 
     def _add(self, rule, buf, op_id, ops, message) -> None:
         key = (rule, buf, op_id)
