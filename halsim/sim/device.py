@@ -366,8 +366,6 @@ class SimDevice(Device):
                 threads.move_to(t)
                 if outcome is not None:
                     raise outcome.clone()
-                if op is not None and not in_sim:
-                    self._runs_here(op)
                 return
         elif in_sim:
             if deadline == start:  # a poll at the simulator's own time: the state now is the answer
@@ -399,8 +397,6 @@ class SimDevice(Device):
                     tp.cancel()
         if outcome is not None:
             raise outcome
-        if op is not None:
-            self._runs_here(op)
 
     def _host_call_deferred(self, op: QueueOp) -> None:
         deferred = self._deferred
@@ -408,13 +404,6 @@ class SimDevice(Device):
             deferred[:] = [d for d in deferred if _unsignaled(d[1])]
             self._deferred_prune_at = max(256, 2 * len(deferred))  # (amortized: many still unsignaled)
         deferred.append((op.id, tuple((weakref.ref(sem), sem.id, value) for sem, value in op.signal)))
-
-    def _runs_here(self, op: QueueOp) -> None:
-        """``op``'s waits are met and it runs now on the calling host thread (a blocking queue call):
-        on ``sim:sync`` a host call's function runs here, and a wait it makes names it in a deadlock
-        report (until ``_finish``)."""
-        if op.kind == "host_call" and self.personality == "sync":
-            self._running_calls[op.id] = op
 
     def _resolution(self, mode: WaitMode, timepoints, me, start: int) -> tuple[int, HalError | None] | None:
         """``(time, outcome)`` of a wait of host thread ``me`` (None: the device) made at ``start``, from
@@ -467,8 +456,6 @@ class SimDevice(Device):
     def _finish(self, op: QueueOp, error: HalError | None, should_signal: bool) -> HalError | None:
         """Trace the op's end and retire it: release what it retained, then signal or fail. Returns the
         error of a refused signal (the whole signal list failed with it), else None."""
-        if self._running_calls:
-            self._running_calls.pop(op.id, None)
         self.recorder.op_done(op, error)
         return retire(self, op, error, should_signal)
 

@@ -68,9 +68,14 @@ class SyncDevice(SimDevice):
         # The calling thread does the work itself: its durations are busy host time, not blocking.
         self.threads.charge(self.cost.launch_ns)
         op.start_t = self.now()
-        should_signal, error = drive_body(timed_body(self, op, track), self.threads.charge)
-        op.end_t = self.now()
-        refused = self._finish(op, error, should_signal)
+        if op.kind == "host_call":  # its function runs here: a wait it makes names it (deadlock reports)
+            self._running_calls[op.id] = op
+        try:
+            should_signal, error = drive_body(timed_body(self, op, track), self.threads.charge)
+            op.end_t = self.now()
+            refused = self._finish(op, error, should_signal)
+        finally:
+            self._running_calls.pop(op.id, None)
         error = error or refused  # a refused signal is returned by the call too ([H] queue_op_end)
         if error is not None and op.kind != "host_call":
             raise error.clone()

@@ -283,3 +283,17 @@ def test_thread_start_waiting_for_its_thread_is_no_wake_up(make):
     assert me not in dev.threads._first_seen
     dev.threads._outside_woken(me, (WAKING, None), sys._getframe())  # any other notified wait: a wake-up
     assert me in dev.threads._first_seen
+
+
+def test_a_host_call_left_by_an_exception_is_no_longer_running(make):
+    """sim:sync registers a host call as running while its function runs on the calling thread (for
+    deadlock reports); a function left by an exception the body does not turn into a status
+    (SystemExit) must not stay registered — a later report would name a dead call as a signaler."""
+    dev = make("sync")
+    s = dev.create_semaphore()
+
+    def fn(args, ctx):
+        raise SystemExit(3)
+    with pytest.raises(SystemExit):
+        dev.queue_host_call([], [(s, 1)], fn)
+    assert dev._running_calls == {}
