@@ -73,6 +73,95 @@ def barrier_scopes(stages) -> tuple[int, int] | None:
 
 def stage_names(mask: int) -> str:
     return "|".join(name for bit, name in STAGE_NAMES.items() if mask & bit) or "NONE"
+
+
+# Access scopes (HAL_SEMANTICS CB9; Vulkan's access flags) of each command's writes and reads: a
+# dispatch's reads are its bindings' (DISPATCH_READ) or its indirect workgroup counts
+# (INDIRECT_COMMAND_READ; the trace does not tell them apart: either one covers it).
+INDIRECT_COMMAND_READ, DISPATCH_READ, DISPATCH_WRITE, TRANSFER_READ, TRANSFER_WRITE = 1, 4, 8, 16, 32
+MEMORY_READ, MEMORY_WRITE = 256, 512
+WRITE_SCOPE_OF = {"dispatch": DISPATCH_WRITE, "fill": TRANSFER_WRITE, "copy": TRANSFER_WRITE,
+                  "update": TRANSFER_WRITE}
+READ_SCOPE_OF = {"dispatch": DISPATCH_READ | INDIRECT_COMMAND_READ, "copy": TRANSFER_READ}
+SCOPE_NAMES = {1: "INDIRECT_COMMAND_READ", 2: "CONSTANT_READ", 4: "DISPATCH_READ", 8: "DISPATCH_WRITE",
+               16: "TRANSFER_READ", 32: "TRANSFER_WRITE", 64: "HOST_READ", 128: "HOST_WRITE",
+               256: "MEMORY_READ", 512: "MEMORY_WRITE"}
+
+
+def scope_names(mask: int) -> str:
+    return "|".join(name for bit, name in SCOPE_NAMES.items() if mask & bit) or "NONE"
+
+
+def covers(scope: int, need: int, write: bool) -> bool:
+    """Whether access scope ``scope`` holds an access of scope ``need`` (MEMORY_WRITE holds every
+    write, MEMORY_READ every read)."""
+    return bool(scope & need or scope & (MEMORY_WRITE if write else MEMORY_READ))
+
+
+def barrier_memory(scopes) -> tuple | None:
+    """A barrier's trace ``scopes`` (its memory and buffer barriers) as ``(source, target, buffer,
+    start, end)`` entries (buffer None: every buffer); None when it makes every command's writes
+    visible to every command after it — none given (HAL_SEMANTICS CB9; also a trace without
+    ``scopes``) or one global barrier covering every access.
+
+    >>> barrier_memory(None) is None, barrier_memory([[MEMORY_WRITE, MEMORY_READ | MEMORY_WRITE]]) is None
+    (True, True)
+    >>> barrier_memory([[DISPATCH_WRITE, DISPATCH_READ], [TRANSFER_WRITE, TRANSFER_READ, "b0", 0, 16]])
+    ((8, 4, None, 0, 0), (32, 16, 'b0', 0, 16))
+    """
+    if not scopes or not _scopes_ok(scopes):
+        return None   # (a malformed record orders memory: the trace reader names it, no false alarm)
+    out = []
+    for entry in scopes:
+        src, dst = entry[0], entry[1]
+        if len(entry) == 2:
+            if all(covers(src, w, True) and covers(dst, w, True) for w in WRITE_SCOPE_OF.values()) and \
+                    all(covers(dst, r, False) for r in READ_SCOPE_OF.values()):
+                return None   # every write to every access: as if none were given
+            out.append((src, dst, None, 0, 0))
+        else:  # a buffer barrier; its buffer None: a binding-table slot, taken as every buffer
+            buf, off, n = entry[2], entry[3], entry[4]
+            out.append((src, dst, None if buf is None else intern(buf), off, off + n))
+    return tuple(out)
+
+
+def _scopes_ok(scopes) -> bool:
+    return type(scopes) is list and all(
+        type(e) is list and len(e) in (2, 5) and type(e[0]) is int and type(e[1]) is int
+        and (len(e) == 2 or ((e[2] is None or type(e[2]) is str) and type(e[3]) is int and type(e[4]) is int))
+        for e in scopes)
+
+
+def unseen(memory: dict, between, write_scope: int, need: int, write: bool, buf: str, lo: int, hi: int):
+    """Why the barriers ``between`` two commands (``memory``: the op's entry of
+    :attr:`TraceModel.memory`) do not make the first one's write (``write_scope``) visible to the
+    second one's access (``need``; ``write``: a write) of bytes ``buf[lo:hi)``, as Vulkan reads
+    memory barriers: ``"source"`` (no barrier holds the write in a source scope) or ``"target"``
+    (none after that — or that barrier itself, in the same entry — holds the access in a target
+    scope); None when one does (or a barrier makes everything visible).
+
+    >>> m = {1: ((DISPATCH_WRITE, DISPATCH_READ, None, 0, 0),)}
+    >>> unseen(m, [1], DISPATCH_WRITE, TRANSFER_READ, False, "b0", 0, 4)
+    'target'
+    >>> unseen(m, [1], TRANSFER_WRITE, DISPATCH_READ, False, "b0", 0, 4)
+    'source'
+    >>> unseen(m, [1], DISPATCH_WRITE, DISPATCH_READ, False, "b0", 0, 4) is None
+    True
+    """
+    available = False
+    for b in between:
+        entries = memory.get(b)
+        if entries is None:
+            return None
+        made = False
+        for src, dst, bb, start, end in entries:
+            if bb is not None and (bb != buf or start >= hi or lo >= end):
+                continue   # a buffer barrier on other bytes
+            if covers(dst, need, write) and (available or covers(src, write_scope, True)):
+                return None
+            made = made or covers(src, write_scope, True)
+        available = available or made
+    return "target" if available else "source"
 _OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signal"))
 _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
 
@@ -128,7 +217,7 @@ class Op:
         them: a chain of barriers, each in the previous one's target stages (Vulkan's execution
         dependency chain), from one whose source stages hold command i's to one whose target
         stages hold command j's. ``scopes``: the op's entry of :attr:`TraceModel.scopes`. Memory
-        scopes are not looked at (the checks order by execution)."""
+        scopes are :func:`unseen`'s."""
         between = self.between(i, j)
         if not between:
             return False
@@ -216,6 +305,9 @@ class TraceModel:
         # op id → {barrier index: (source, target) stages} of its barriers that do not order every
         # command (barrier_scopes); ops whose barriers all do are not in it (most: no memory per op)
         self.scopes: dict[str, dict] = {}
+        # op id → {barrier index: barrier_memory entries} of its barriers that do not make every
+        # write visible to every later access; likewise only ops that have one
+        self.memory: dict[str, dict] = {}
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
         self._issued: list[str] = []           # op ids in issue-event order
@@ -277,6 +369,9 @@ class TraceModel:
                         scope = barrier_scopes(e.get("stages")) if kind == "barrier" else None
                         if scope is not None:
                             self.scopes.setdefault(op.id, {})[e["index"]] = scope
+                        memory = barrier_memory(e.get("scopes")) if kind == "barrier" else None
+                        if memory is not None:
+                            self.memory.setdefault(op.id, {})[e["index"]] = memory
             elif ev == "op":
                 fields = {k: v for k, v in e.items() if k not in _OP_KEYS} or _NO_FIELDS
                 # tuples of interned names: a million ops must not hold a million copies of "s0"

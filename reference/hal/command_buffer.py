@@ -36,6 +36,7 @@ from .buffer import (
 )
 from .constants import (
     WHOLE_BUFFER,
+    AccessScope,
     BufferCompatibility,
     BufferUsage,
     CommandBufferMode,
@@ -78,7 +79,8 @@ class Cmd(NamedTuple):
 
     ``accesses`` lists ``(Range, "r" | "w" | "rw")``; ``args`` depends on ``kind``: fill → pattern
     bytes, update → source bytes, dispatch → (KernelSpec, workgroups tuple or Range, constants,
-    binding Ranges), barrier → (source_stages, target_stages, has_memory_barriers).
+    binding Ranges), barrier → (source_stages, target_stages, barriers: ``(source_scope, target_scope[, Range | None])``
+    each, empty when none were given).
     """
 
     index: int
@@ -119,6 +121,13 @@ def _check_flags(value, enum_type, what):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be {enum_type.__name__} flags, got {value!r}")
     return enum_type(value)
+
+
+def _scopes(pair, what) -> tuple[int, int]:
+    """A barrier's ``(source_scope, target_scope)`` as ints (INVALID_ARGUMENT naming a bad one)."""
+    src, dst = pair
+    return (int(_check_flags(src, AccessScope, f"{what} source_scope")),
+            int(_check_flags(dst, AccessScope, f"{what} target_scope")))
 
 
 class CommandBuffer:
@@ -213,25 +222,41 @@ class CommandBuffer:
     # -- commands ----------------------------------------------------------------------------------
 
     def execution_barrier(self, source_stages, target_stages, memory_barriers=(), buffer_barriers=()) -> None:
+        """Record a barrier. ``memory_barriers``: ``(source_scope, target_scope)`` pairs;
+        ``buffer_barriers``: ``(source_scope, target_scope, BufferRef)`` (``AccessScope`` flags).
+        Recorded as ``(source_stages, target_stages, barriers)``: each barrier's ``(source, target)``
+        scopes plus, for a buffer barrier, its direct ``Range`` (None: a binding-table slot or a
+        range the submit rejects) — what ``halsim check`` needs to see which accesses it makes
+        visible (docs/checks.md)."""
         self._recording(CommandCategory.NONE, "execution_barrier")
         source_stages = _check_flags(source_stages, ExecutionStage, "source_stages")
         target_stages = _check_flags(target_stages, ExecutionStage, "target_stages")
         memory_barriers = _sequence(memory_barriers or (), "memory_barriers")  # (None: none, as before)
         buffer_barriers = _sequence(buffer_barriers or (), "buffer_barriers")
+        barriers = []
         for i, mb in enumerate(memory_barriers):
             if not isinstance(mb, (tuple, list)) or len(mb) != 2:
                 raise HalError(StatusCode.INVALID_ARGUMENT,
                                f"memory_barriers[{i}] must be (source_scope, target_scope), got {mb!r}")
+            barriers.append(_scopes(mb, f"memory_barriers[{i}]"))
         refs = []
         for i, bb in enumerate(buffer_barriers):
             try:
-                _src, _dst, ref = bb
+                src, dst, ref = bb
             except (TypeError, ValueError):
                 raise HalError(StatusCode.INVALID_ARGUMENT,
                                f"buffer_barriers[{i}] must be (source_scope, target_scope, BufferRef)") from None
-            refs.append((as_ref(ref, f"buffer_barriers[{i}]", self.device), ""))
-        self._commands.append(_Recorded("barrier", tuple(refs),
-                                        (source_stages, target_stages, bool(memory_barriers or buffer_barriers))))
+            what = f"buffer_barriers[{i}]"
+            ref = as_ref(ref, what, self.device)
+            refs.append((ref, ""))
+            rng = None
+            if not ref.is_indirect:
+                try:
+                    rng = resolve_direct(ref, what)
+                except HalError:
+                    pass   # out of range: refused at submit, where it always was (CB12)
+            barriers.append(_scopes((src, dst), what) + (rng,))
+        self._commands.append(_Recorded("barrier", tuple(refs), (source_stages, target_stages, tuple(barriers))))
 
     def signal_event(self, event: Event, source_stages) -> None:
         self._event_command("signal_event", (event,), source_stages, source_stages)

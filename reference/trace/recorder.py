@@ -117,7 +117,12 @@ class Recorder:
             ev["constants"] = [c & 0xFFFFFFFF for c in consts]  # cost models scale by them (spin)
         elif cmd.kind == "barrier":
             ev["stages"] = [int(cmd.args[0]), int(cmd.args[1])]  # source, target (the checks order by them)
-            ev["memory_barrier"] = cmd.args[2]
+            barriers = cmd.args[2]
+            ev["memory_barrier"] = bool(barriers)
+            if barriers:  # the scopes they make visible (the checks; absent: none given, full)
+                ev["scopes"] = [[b[0], b[1]] if len(b) == 2 else
+                                [b[0], b[1]] + ([b[2].buffer.id, b[2].offset, b[2].length] if b[2] else [None, 0, 0])
+                                for b in barriers]
         return ev
 
     def command_template(self, cmd) -> int:

@@ -209,9 +209,9 @@ def plan_segments(commands: Iterable, facts: MetalFacts = MACOS) -> tuple[Segmen
 
     for cmd in commands:
         if cmd.kind == "barrier":
-            source_stages, target_stages, has_memory_barriers = cmd.args
+            source_stages, target_stages, memory_barriers = cmd.args  # (memory and buffer barriers' scopes)
             check_barrier(source_stages, target_stages, cmd.index)
-            if has_memory_barriers:
+            if memory_barriers:
                 use(COMPUTE)
                 steps.append(Step(cmd.index, "barrier", "memoryBarrierWithScope"))
             else:

@@ -39,7 +39,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ..findings import Finding, cmd_id, span
-from ..model import STAGES_OF, stage_names
+from ..model import READ_SCOPE_OF, STAGES_OF, WRITE_SCOPE_OF, scope_names, stage_names, unseen
 
 RULES = {
     "hazard.raw": "a command (or the host, mapping) reads bytes another command or the host wrote, with "
@@ -127,6 +127,8 @@ class HazardChecker:
             w, reads = iv[2], iv[3]
             if w is not None:
                 scope = self._conflict(w, cur)
+                if scope is None and w.op == cur.op and w.op in self.model.memory:
+                    scope = self._unseen(w, cur, mode != "r", buf, iv[0], iv[1])
                 if scope:
                     self._report("raw" if mode != "w" else "waw", w, cur, buf, iv[0], iv[1], scope)
             if writes:
@@ -142,6 +144,19 @@ class HazardChecker:
             lane = self.hb.lane[cur.node]
             for iv in ivs[first:last]:
                 iv[3][lane] = cur   # an earlier read on the same lane happens before this one
+
+    def _unseen(self, w: _Access, cur: _Access, write: bool, buf: str, lo: int, hi: int) -> str | None:
+        """``"memory"`` when the barriers that order command ``w`` (a write) before ``cur`` in one
+        command buffer have memory barriers that do not make the write visible to ``cur``'s access
+        (HAL_SEMANTICS CB9 read as Vulkan reads them; a barrier with none makes everything visible)."""
+        if w.index is None or cur.index is None or w.index >= cur.index:
+            return None
+        need = WRITE_SCOPE_OF.get(cur.kind) if write else READ_SCOPE_OF.get(cur.kind)
+        source = WRITE_SCOPE_OF.get(w.kind)
+        if need is None or source is None:
+            return None
+        between = self.model.ops[cur.op].between(w.index, cur.index)
+        return "memory" if unseen(self.model.memory[cur.op], between, source, need, write, buf, lo, hi) else None
 
     @staticmethod
     def _split(starts: list, ivs: list, lo: int, hi: int) -> tuple[int, int]:
@@ -195,6 +210,8 @@ class HazardChecker:
             a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
                 why = self._within(prior, cur)
+            elif scope == "memory":
+                why = self._invisible(kind, prior, cur, buf, lo, hi)
             elif scope == "host":
                 why = "with no semaphore wait ordering them"
             else:
@@ -222,6 +239,31 @@ class HazardChecker:
                 f"them ({scopes}) do{'es' if len(between) == 1 else ''} not order {a.kind} "
                 f"({stage_names(STAGES_OF.get(a.kind, 0))}) work before {b.kind} "
                 f"({stage_names(STAGES_OF.get(b.kind, 0))}) work")
+
+
+    def _invisible(self, kind: str, w: _Access, cur: _Access, buf: str, lo: int, hi: int) -> str:
+        """Why a write is not visible to a later command across barriers that order them: the
+        barriers' memory barriers, and the access scope none of them holds."""
+        op = self.model.ops[cur.op]
+        between = op.between(w.index, cur.index)
+        memory = self.model.memory[cur.op]
+        write = kind == "waw"
+        source = WRITE_SCOPE_OF[w.kind]
+        need = WRITE_SCOPE_OF[cur.kind] if write else READ_SCOPE_OF[cur.kind]
+        side = unseen(memory, between, source, need, write, buf, lo, hi)
+        bars = "; ".join(f"{cmd_id(op.id, b)} " + ", ".join(_entry(e) for e in memory[b]) for b in between)
+        missing, what = (source, f"{w.kind} write") if side == "source" else \
+            (need, f"{cur.kind} {'write' if write else 'read'}")
+        return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
+                f"them order{'' if len(between) > 1 else 's'} them but {'their' if len(between) > 1 else 'its'} "
+                f"memory barriers ({bars}) do not make the write visible: no {side} scope holds the {what} "
+                f"({scope_names(missing)})")
+
+
+def _entry(entry) -> str:
+    src, dst, buf, lo, hi = entry
+    where = "" if buf is None else f" on {buf}{span(lo, hi)}"
+    return f"{scope_names(src)} -> {scope_names(dst)}{where}"
 
 
 def _id(acc: _Access) -> str:
