@@ -8,6 +8,13 @@ of work items, computed on the host by :func:`work_items` exactly as the NumPy r
 loop, so every language guards ``if (i >= n) return;`` and nothing else. (Metal passes the offsets,
 constants and ``n`` as one ``constant uint*`` array after the buffers.)
 
+Widths (:func:`launch_arguments` checks them; a value that does not fit is OUT_OF_RANGE naming it,
+never wrapped): a binding offset is 64-bit in CUDA C (``unsigned long long``) and OpenCL C (``ulong``)
+— a binding may start past 4 GiB of its allocation — and 32-bit in MSL (:data:`OFFSET_BITS`); the
+constants are the HAL's 32-bit words; ``n`` is 32-bit everywhere (the kernels index with a 32-bit
+``i``, Metal's ``thread_position_in_grid`` is ``uint``), so a dispatch of 2^32 or more work items —
+bindings of 16 GiB and more — is refused.
+
 >>> from reference.kernels import KERNELS
 >>> work_items(KERNELS["scale_and_offset"], (1, 1, 1), (3, 10), [16, 8])   # min(4, 2) elements
 2
@@ -19,10 +26,15 @@ from __future__ import annotations
 
 import os
 
+from reference.hal import HalError, StatusCode
 from reference.kernels import LIBRARY, KernelSpec
 
 SOURCES = os.path.join(os.path.dirname(__file__), "kernels")
 ELEMENT = 4  # every binding of the builtin library holds 32-bit elements
+# Bits of a binding's byte offset per kernel language. MSL keeps 32: its offsets share the `uint`
+# params array with the constants, and a wider layout could not be compiled or run where CI runs.
+OFFSET_BITS = {"cu": 64, "cl": 64, "metal": 32}
+N_BITS = 32  # work items: the kernels' index `i` is 32-bit in every language
 
 
 def work_items(spec: KernelSpec, workgroups, constants, lengths) -> int:
@@ -38,6 +50,32 @@ def work_items(spec: KernelSpec, workgroups, constants, lengths) -> int:
     if name in ("write_workgroup_ids", "spin"):
         return min(int(workgroups[0]), elems[0])
     raise KeyError(f"no launch rule for kernel {name!r}")
+
+
+def fits(value: int, bits: int, what: str) -> int:
+    """``value`` if it is an unsigned ``bits``-bit integer, else OUT_OF_RANGE naming ``what``."""
+    if not 0 <= value < 1 << bits:
+        raise HalError(StatusCode.OUT_OF_RANGE, f"{what} = {value} does not fit the kernel ABI's "
+                       f"{bits}-bit parameter (at most {(1 << bits) - 1})")
+    return value
+
+
+def launch_arguments(spec: KernelSpec, offsets, constants, n: int, language: str):
+    """``(offsets, constants, n)`` as a ``language`` launch passes them: offsets and ``n`` checked
+    against their widths (see the module doc), the constants as 32-bit two's complement words.
+
+    >>> from reference.kernels import KERNELS
+    >>> launch_arguments(KERNELS["axpy"], [0, 1 << 32], [-1], 8, "cu")
+    ([0, 4294967296], [4294967295], 8)
+    >>> launch_arguments(KERNELS["axpy"], [0, 1 << 32], [-1], 8, "metal")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    reference.hal.status.HalError: OUT_OF_RANGE: axpy binding 1 offset = 4294967296 does not fit ... 32-bit ...
+    """
+    bits = OFFSET_BITS[language]
+    offsets = [fits(o, bits, f"{spec.name} binding {k} offset") for k, o in enumerate(offsets)]
+    fits(n, N_BITS, f"{spec.name} work items (n)")
+    return offsets, [c & 0xFFFFFFFF for c in constants], n
 
 
 def source(language: str) -> str:

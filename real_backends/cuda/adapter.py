@@ -29,8 +29,8 @@
   source → a ``cuMemAlloc`` scratch → target, two copies in stream order, one command whose span runs
   from the first's start to the second's end; the scratch is freed once ``submit`` synchronized the
   stream, or, in a graph, belongs to the graph); dispatch → ``cuLaunchKernel``
-  of the NVRTC-compiled builtin library (``kernel_abi``: per binding a device pointer + byte offset,
-  the constants, ``n``; blocks of 256 threads) — a CUBIN for the device's architecture where NVRTC builds
+  of the NVRTC-compiled builtin library (``kernel_abi``: per binding a device pointer + 64-bit byte
+  offset, the constants, ``n``; blocks of 256 threads) — a CUBIN for the device's architecture where NVRTC builds
   one, else PTX the driver JITs (``nvrtc.pick_image``); barriers and HAL events need nothing on one in-order
   stream.
 * **Graphs** (IREE's default ``command_buffer_mode = GRAPH``): a *reusable* command buffer (not
@@ -69,7 +69,7 @@ import numpy as np
 from reference.hal import HalError, Range, StatusCode
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import symbol, work_items
+from ..common.kernel_abi import launch_arguments, symbol, work_items
 from .graphs import GraphCache, _address, overlapping
 from .nvrtc import compile_image, nvrtc_version, pick_image
 
@@ -102,6 +102,20 @@ def check(result, what: str):
     return rest[0] if len(rest) == 1 else rest
 
 
+def kernel_params(spec, pointers, offsets, constants, n: int) -> tuple[tuple, tuple]:
+    """``cuLaunchKernel``'s ``kernelParams`` for ``builtin.cu`` (``kernel_abi``): per binding its device
+    pointer and its byte offset (``unsigned long long``: 8 bytes), then the 32-bit constants and ``n``;
+    OUT_OF_RANGE naming the value that does not fit (``kernel_abi.launch_arguments``)."""
+    offsets, constants, n = launch_arguments(spec, offsets, constants, n, "cu")
+    values, types = [], []
+    for ptr, offset in zip(pointers, offsets):
+        values += [ptr, offset]
+        types += [ctypes.c_void_p, ctypes.c_uint64]
+    values += constants + [n]
+    types += [ctypes.c_uint32] * (len(constants) + 1)
+    return tuple(values), tuple(types)
+
+
 def device_count() -> int:
     """How many CUDA devices the driver reports; UNAVAILABLE (with the reason) without a driver."""
     cu = _cu()
@@ -117,13 +131,15 @@ def device_count() -> int:
 
 
 def find_device(ordinal: int = 0):
-    """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU."""
+    """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU,
+    NOT_FOUND for an ordinal the driver does not have."""
     cu = _cu()
     count = device_count()
     if count == 0:
         raise HalError(StatusCode.UNAVAILABLE, "cuda: the driver reports no CUDA device")
-    if not 0 <= ordinal < count:
-        raise HalError(StatusCode.UNAVAILABLE, f"cuda: no device {ordinal} (the driver has {count})")
+    if not 0 <= ordinal < count:  # IREE: NOT_FOUND "default device %d not found (of %ld enumerated)"
+        raise HalError(StatusCode.NOT_FOUND, f"cuda: no device {ordinal} (the driver has {count}: "
+                       f"ordinals 0 to {count - 1})")
     dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
     name = check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
     return dev, name.split(b"\0", 1)[0].decode(errors="replace")
@@ -462,15 +478,11 @@ class CudaAdapter(GraphCache, Adapter):
         n = work_items(spec, workgroups, constants, [b.length for b in bindings])
         if n <= 0:
             return False
-        values, types = [], []
-        for b in bindings:
-            values += [self._device_ptr(b, f"{spec.name} binding"), b.offset]
-            types += [ctypes.c_void_p, ctypes.c_uint32]
-        values += [c & 0xFFFFFFFF for c in constants] + [n]
-        types += [ctypes.c_uint32] * (len(constants) + 1)
+        params = kernel_params(spec, [self._device_ptr(b, f"{spec.name} binding") for b in bindings],
+                               [b.offset for b in bindings], constants, n)
         grid = (n + BLOCK - 1) // BLOCK
-        check(cu.cuLaunchKernel(self._function(spec.name), grid, 1, 1, BLOCK, 1, 1, 0, s,
-                                (tuple(values), tuple(types)), 0), "cuLaunchKernel")
+        check(cu.cuLaunchKernel(self._function(spec.name), grid, 1, 1, BLOCK, 1, 1, 0, s, params, 0),
+              "cuLaunchKernel")
         return True
 
     def timing(self, action):

@@ -14,6 +14,7 @@ and ``query_available_devices()`` is empty.
 from __future__ import annotations
 
 from reference.hal import DeviceInfo, Driver, HalError
+from reference.hal.driver import default_path_only
 from reference.utils.cts_exclusions import sticky_failure
 
 from ..common.device import EngineDevice, int_option
@@ -51,7 +52,8 @@ class MetalDriver(Driver):
                            "Metal (pyobjc): command queues, MTLSharedEvents, completion handlers, MSL kernels")]
 
     def _create(self, path, options):
-        return MetalDevice("metal" + (f":{path}" if path else ""), options)
+        default_path_only("metal", path, "metal has one device, the system default: the empty path, metal")
+        return MetalDevice("metal", options)
 
 
 driver = MetalDriver()

@@ -60,7 +60,7 @@ from reference.utils.command_segments import MACOS, Encoder, EncoderEvent, plan_
 from reference.utils.metal_storage import resource_options
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import source, symbol, work_items
+from ..common.kernel_abi import fits, launch_arguments, source, symbol, work_items
 
 COMPLETED, ERROR = 4, 5                 # MTLCommandBufferStatus
 DISPATCH_CONCURRENT = 1                 # MTLDispatchTypeConcurrent
@@ -369,8 +369,9 @@ class MetalAdapter(Adapter):
                     enc.fillBuffer_range_value_(buf, (target.offset, target.length), repeated_byte(pattern))
                 else:
                     widened = int.from_bytes((pattern * (4 // len(pattern)))[:4], "little")
-                    self._run(enc, "fill_buffer_generic", [buf], [target.offset, target.length, widened],
-                              target.length)
+                    params = [fits(target.offset, 32, "fill_buffer_generic target offset"),
+                              fits(target.length, 32, "fill_buffer_generic length"), widened]
+                    self._run(enc, "fill_buffer_generic", [buf], params, target.length)
             elif cmd.kind in ("copy", "update"):
                 target = cmd.accesses[-1][0]
                 if target.length == 0:
@@ -396,7 +397,10 @@ class MetalAdapter(Adapter):
                     else:
                         if k:  # the second kernel reads what the first wrote (a concurrent encoder)
                             enc.memoryBarrierWithScope_(BARRIER_SCOPE_BUFFERS)
-                        self._run(enc, "copy_buffer_generic", [a, b], [a_off, b_off, target.length], target.length)
+                        params = [fits(a_off, 32, "copy_buffer_generic source offset"),
+                                  fits(b_off, 32, "copy_buffer_generic target offset"),
+                                  fits(target.length, 32, "copy_buffer_generic length")]
+                        self._run(enc, "copy_buffer_generic", [a, b], params, target.length)
             elif cmd.kind == "dispatch":
                 spec, workgroups, constants, bindings = cmd.args
                 if isinstance(workgroups, Range):  # commit what is encoded, wait, read the counts
@@ -415,9 +419,10 @@ class MetalAdapter(Adapter):
                 n = work_items(spec, workgroups, constants, [b.length for b in bindings])
                 if n <= 0:
                     continue
-                params = [b.offset for b in bindings] + [c & 0xFFFFFFFF for c in constants] + [n]
+                # builtin.metal's params are uint: an offset at or past 4 GiB is refused (kernel_abi)
+                offsets, constants, n = launch_arguments(spec, [b.offset for b in bindings], constants, n, "metal")
                 self._run(enc, symbol(spec.name), [self._buffer(b, f"{spec.name} binding") for b in bindings],
-                          params, n)
+                          offsets + constants + [n], n)
         enc.endEncoding()
         return cb
 

@@ -12,6 +12,7 @@ pyopencl or such a platform, ``create_device`` raises UNAVAILABLE saying which.
 from __future__ import annotations
 
 from reference.hal import DeviceInfo, Driver, HalError
+from reference.hal.driver import default_path_only
 from reference.utils.cts_exclusions import in_order_queue, sticky_failure
 
 from ..common.device import EngineDevice, int_option
@@ -46,7 +47,9 @@ class OpenCLDriver(Driver):
                            "OpenCL (pyopencl): in-order queues, markers, user events, event profiling")]
 
     def _create(self, path, options):
-        return OpenCLDevice("opencl" + (f":{path}" if path else ""), options)
+        default_path_only("opencl", path, "opencl has one device, the first of the platform option's "
+                          "platform: the empty path, opencl or opencl?platform=NAME")
+        return OpenCLDevice("opencl", options)
 
 
 driver = OpenCLDriver()

@@ -29,7 +29,7 @@ import numpy as np
 from reference.hal import HalError, Range, StatusCode
 
 from ..common.engine import Adapter, Backoff, WaitFailed
-from ..common.kernel_abi import LIBRARY, source, symbol, work_items
+from ..common.kernel_abi import LIBRARY, launch_arguments, source, symbol, work_items
 
 PLATFORM = "Portable Computing Language"
 _PATTERN_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -332,11 +332,8 @@ class OpenCLAdapter(Adapter):
         if n <= 0:
             return None
         kernel = self.kernels[spec.name]
-        args = []
-        for b in bindings:
-            args += [self._buffer(b, f"{spec.name} binding", keep), np.uint32(b.offset)]
-        args += [np.uint32(c & 0xFFFFFFFF) for c in constants] + [np.uint32(n)]
-        kernel.set_args(*args)
+        kernel.set_args(*kernel_args(spec, [self._buffer(b, f"{spec.name} binding", keep) for b in bindings],
+                                     [b.offset for b in bindings], constants, n))
         return self.cl.enqueue_nd_range_kernel(q, kernel, (n,), None, wait_for=wait)
 
     def timing(self, action):
@@ -383,6 +380,17 @@ class _Staged(NamedTuple):
     first: object
     last: object
     temp: object
+
+
+def kernel_args(spec, buffers, offsets, constants, n: int) -> list:
+    """``set_args`` of a ``builtin.cl`` kernel (``kernel_abi``): per binding its ``cl.Buffer`` and its
+    byte offset as a ``ulong`` (``np.uint64``), then the constants and ``n`` as ``uint``; OUT_OF_RANGE
+    naming the value that does not fit (``kernel_abi.launch_arguments``)."""
+    offsets, constants, n = launch_arguments(spec, offsets, constants, n, "cl")
+    args = []
+    for buf, offset in zip(buffers, offsets):
+        args += [buf, np.uint64(offset)]
+    return args + [np.uint32(c) for c in constants] + [np.uint32(n)]
 
 
 def _clock_offset(cl, q) -> int:

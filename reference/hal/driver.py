@@ -1,14 +1,19 @@
 """Driver registry and device creation by URI (DESIGN §4, HAL_SEMANTICS §A.8).
 
 Drivers register under the ``halsim.drivers`` entry-point group (name = URI scheme), so a new device
-is a new package, not an edit of a central switch. A URI is ``scheme[:path][?key=value&...]``;
-options may also be given as keyword arguments (which win over the query string).
+is a new package, not an edit of a central switch. A URI is ``scheme[:path][?key=value&...]``, split
+as IREE's ``iree_uri_split`` does: a ``//`` (or else one ``/``) after the colon is not part of the path,
+so ``cuda://1``, ``cuda:/1`` and ``cuda:1`` all name path ``1``. Each driver takes its own paths and
+refuses any other with NOT_FOUND naming it (:func:`default_path_only` for drivers of one device); options
+may also be given as keyword arguments (which win over the query string).
 
 >>> from reference import hal
 >>> "local-task" in hal.available_drivers()
 True
 >>> hal.parse_uri("sim:metal?legacy_sync=1&queues=2")
 ('sim', 'metal', {'legacy_sync': '1', 'queues': '2'})
+>>> hal.parse_uri("cuda://1"), hal.parse_uri("local-task://")
+(('cuda', '1', {}), ('local-task', '', {}))
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ def parse_uri(uri: str) -> tuple[str, str, dict]:
         raise HalError(StatusCode.INVALID_ARGUMENT, f"device uri must be a non-empty string, got {uri!r}")
     head, _, query = uri.partition("?")
     scheme, _, path = head.partition(":")
+    # iree_uri_split: "The // isn't required but does make things more URI-like" (else one "/" goes)
+    path = path[2:] if path.startswith("//") else path.removeprefix("/")
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
@@ -94,6 +101,14 @@ def parse_uri(uri: str) -> tuple[str, str, dict]:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"device uri {uri!r}: option {k!r} given twice")
         options[k] = v
     return scheme, path, options
+
+
+def default_path_only(scheme: str, path: str, accepted: str) -> None:
+    """The path check of a driver with one device per configuration: only the empty path (IREE's
+    local-task and local-sync refuse any other: NOT_FOUND "device paths not yet implemented"), else
+    NOT_FOUND naming ``path`` and saying what is ``accepted``."""
+    if path:
+        raise HalError(StatusCode.NOT_FOUND, f"{scheme}: unsupported device path {path!r} ({accepted})")
 
 
 @functools.lru_cache(maxsize=None)

@@ -576,7 +576,8 @@ class FakeCuda(types.SimpleNamespace):
             f = fake.functions[f]
             spec = KERNELS[f[len("hal_"):]]
             b, c = spec.binding_count, spec.constant_count
-            want = [ctypes.c_void_p, ctypes.c_uint32] * b + [ctypes.c_uint32] * (c + 1)
+            # builtin.cu: a pointer and an `unsigned long long` offset per binding, 32-bit constants and n
+            want = [ctypes.c_void_p, ctypes.c_uint64] * b + [ctypes.c_uint32] * (c + 1)
             if list(kinds) != want:
                 raise FakeDriverError(f"{f}: parameter types {kinds} are not the kernel ABI's {want}")
             n = values[-1]

@@ -61,8 +61,8 @@ def test_fp_contract_off_makes_axpy_exact(opencl):
     flags = cl.mem_flags.COPY_HOST_PTR | cl.mem_flags.READ_WRITE
     bx = cl.Buffer(adapter.context, flags, hostbuf=x)
     by = cl.Buffer(adapter.context, flags, hostbuf=y)
-    program.hal_axpy(q, (2048,), None, bx, np.uint32(0), by, np.uint32(0), np.uint32(a & 0xFFFFFFFF),
-                     np.uint32(2048))
+    program.hal_axpy(q, (2048,), None, bx, np.uint64(0), by, np.uint64(0), np.uint32(a & 0xFFFFFFFF),
+                     np.uint32(2048))  # offsets are ulong (kernel_abi)
     out = np.empty_like(y)
     cl.enqueue_copy(q, out, by)
     q.finish()

@@ -65,7 +65,7 @@ def test_cuda_image_choice_per_compute_capability():
 
 
 def test_cuda_ptx_parameters_follow_the_abi():
-    """Per binding a 64-bit pointer and a 32-bit offset, then the 32-bit constants and n."""
+    """Per binding a 64-bit pointer and a 64-bit offset, then the 32-bit constants and n."""
     _nvrtc_or_skip()
     from real_backends.cuda.nvrtc import compile_ptx
 
@@ -74,7 +74,7 @@ def test_cuda_ptx_parameters_follow_the_abi():
         m = re.search(rf"\.entry\s+{symbol(spec.name)}\s*\((.*?)\)", ptx, re.S)
         assert m, spec.name
         params = re.findall(r"\.param\s+\.(\w+)", m.group(1))
-        want = ["u64", "u32"] * spec.binding_count + ["u32"] * (spec.constant_count + 1)
+        want = ["u64", "u64"] * spec.binding_count + ["u32"] * (spec.constant_count + 1)
         assert params == want, (spec.name, params)
 
 
@@ -98,7 +98,7 @@ def test_cuda_source_signatures():
         params = [p.strip() for p in m.group(1).split(",")]
         want = []
         for k in range(spec.binding_count):
-            want += [f"unsigned char* b{k}", f"unsigned int o{k}"]
+            want += [f"unsigned char* b{k}", f"unsigned long long o{k}"]
         assert params[:2 * spec.binding_count] == want, spec.name
         assert len(params) == 2 * spec.binding_count + spec.constant_count + 1, spec.name
         assert all(p.startswith("unsigned int ") for p in params[2 * spec.binding_count:]), spec.name

@@ -7,7 +7,7 @@ signaled (profile [H]); programs that submit a consumer before its producer need
 
 from __future__ import annotations
 
-from ...hal.driver import DeviceInfo, Driver
+from ...hal.driver import DeviceInfo, Driver, default_path_only
 from .device import SyncDevice
 
 CAPABILITIES = frozenset({"events", "host_calls", "mapping", "indirect"})
@@ -35,7 +35,8 @@ class SyncDriver(Driver):
                            "inline execution on the calling thread")]
 
     def _create(self, path, options):
-        return SyncDevice("local-sync" + (f":{path}" if path else ""), options)
+        default_path_only("local-sync", path, "local-sync has one device: the empty path, local-sync or local-sync://")
+        return SyncDevice("local-sync", options)
 
 
 driver = SyncDriver()

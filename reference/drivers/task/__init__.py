@@ -9,7 +9,7 @@ the operation's signal semaphores with the original status code and message.
 
 from __future__ import annotations
 
-from ...hal.driver import DeviceInfo, Driver
+from ...hal.driver import DeviceInfo, Driver, default_path_only
 from .device import TaskDevice
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
@@ -24,7 +24,8 @@ class TaskDriver(Driver):
                            "asynchronous: pending set, worker threads, wait-before-signal")]
 
     def _create(self, path, options):
-        return TaskDevice("local-task" + (f":{path}" if path else ""), options)
+        default_path_only("local-task", path, "local-task has one device: the empty path, local-task or local-task://")
+        return TaskDevice("local-task", options)
 
 
 driver = TaskDriver()
