@@ -1,10 +1,16 @@
 """SimPy events the device models are built from.
 
 :class:`WaitsResolved` is a queue operation's wait list as one event: it succeeds, at the virtual
-time the device sees the last wait reached, with value None — or, as soon as one wait semaphore
-fails, with that failure (HalError) as its value. It is driven by semaphore timepoints, so it works
-whoever signals: a host thread (whose clock may run ahead of the simulator: the event then fires at
-the signal's virtual time) or another operation.
+time the device sees the last wait reached, with value None — or, when a wait semaphore fails, with
+that failure (HalError) as its value. It is driven by semaphore timepoints, so it works whoever
+signals: a host thread (whose clock may run ahead of the simulator: the event then fires at the
+signal's virtual time) or another operation.
+
+A failure resolves the list at once by default; with ``settle=True`` it resolves only once *every*
+wait has been reached or has failed, with the first failure seen: IREE local-task counts each
+resolved timepoint, failed or not, and acts on the last one (``task_queue.c``
+``iree_hal_task_queue_wait_resolved``), and a Metal wait command buffer completes once every
+``encodeWaitForEvent`` passed (a failed ``MTLSharedEvent`` holds ``FAILURE_VALUE``, which passes).
 
 >>> from halsim.sim.driver import driver
 >>> dev = driver.create_device("generic")
@@ -29,13 +35,16 @@ from reference.hal import HalError
 
 
 class WaitsResolved(simpy.Event):
-    """Every ``(semaphore, value)`` of ``waits`` reached (value None), or one failed (value: the error)."""
+    """Every ``(semaphore, value)`` of ``waits`` reached (value None), or one failed (value: the error;
+    with ``settle``, once every other wait has been reached or has failed too)."""
 
-    def __init__(self, device, waits):
+    def __init__(self, device, waits, settle: bool = False):
         super().__init__(device.env)
         self.device = device
         self.waits = tuple(waits)
         self.done = False
+        self.settle = settle
+        self.error: HalError | None = None  # (settle) the first failure seen, while others are unmet
         self._left = len(self.waits)
         self._timepoints = []
         if not self.waits:
@@ -44,16 +53,8 @@ class WaitsResolved(simpy.Event):
         _watch(device, self.waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
-        if self.done:
-            return
-        history = self.device.history
-        if error is not None:
-            t = next((history.failure(s.id)[0] for s, _ in self.waits if s.failure is error), self.env.now)
-            self._fire(error, t)
-            return
-        self._left -= 1
-        if self._left == 0:
-            self._fire(None, history.ready_at(self.waits))
+        if not self.done:
+            _resolve_one(self, error, self.env.now)
 
     def _fire(self, value, t: int) -> None:
         self.done = True
@@ -72,6 +73,38 @@ class WaitsResolved(simpy.Event):
     def unmet(self) -> list:
         """The ``(semaphore, value)`` pairs not reached yet."""
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
+
+
+def _resolve_one(watcher, error: HalError | None, now: int) -> None:
+    """One wait of ``watcher`` (a WaitsResolved or Waits) was reached (``error`` None) or failed."""
+    history = watcher.device.history
+    if error is not None and not watcher.settle:
+        t = next((history.failure(s.id)[0] for s, _ in watcher.waits if s.failure is error), now)
+        watcher._fire(error, t)
+        return
+    if error is not None and watcher.error is None:
+        watcher.error = error
+    watcher._left -= 1
+    if watcher._left:
+        return
+    if watcher.error is None:
+        watcher._fire(None, history.ready_at(watcher.waits))
+    else:
+        watcher._fire(watcher.error, _settled_at(history, watcher.waits, now))
+
+
+def _settled_at(history, waits, now: int) -> int:
+    """When the device sees the last of ``waits`` resolved: each reached value's time, or, for a
+    wait that failed, its semaphore's failure time."""
+    t = 0
+    for sem, value in waits:
+        if sem.last_value >= value:
+            t = max(t, history.reached_at(sem.id, value))
+        elif sem.failure is not None:
+            t = max(t, history.failure(sem.id)[0])
+        else:  # (not expected: every wait resolved)
+            t = max(t, now)
+    return t
 
 
 def _watch(device, waits, watcher) -> None:
@@ -181,33 +214,27 @@ class Waits:
     """A queue operation's wait list, as :class:`WaitsResolved` but without being a SimPy event:
     ``on_resolved(event)`` runs as a simulator event (``event.arg``: this object; ``value``: None
     or the failure) scheduled when (and where, in event order) WaitsResolved would have succeeded —
-    at the virtual time the device sees the last wait reached, or as soon as one wait semaphore
-    fails, with that failure."""
+    at the virtual time the device sees the last wait reached, or when a wait semaphore fails (at
+    once, or with ``settle`` once every wait resolved), with that failure."""
 
-    __slots__ = ("device", "op", "waits", "on_resolved", "done", "_left", "_timepoints", "value")
+    __slots__ = ("device", "op", "waits", "on_resolved", "done", "settle", "error", "_left", "_timepoints",
+                 "value")
 
-    def __init__(self, device, op, on_resolved):
+    def __init__(self, device, op, on_resolved, settle: bool = False):
         self.device = device
         self.op = op
         self.waits = waits = op.wait
         self.on_resolved = on_resolved
         self.done = False
+        self.settle = settle
+        self.error: HalError | None = None
         self._left = len(waits)
         self._timepoints = []
         _watch(device, waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
-        if self.done:
-            return
-        if error is not None:
-            history = self.device.history
-            env = self.device.env
-            t = next((history.failure(s.id)[0] for s, _ in self.waits if s.failure is error), env.now)
-            self._fire(error, t)
-            return
-        self._left -= 1
-        if self._left == 0:
-            self._fire(None, self.device.history.ready_at(self.waits))
+        if not self.done:
+            _resolve_one(self, error, self.device.env._now)
 
     def _fire(self, value, t: int) -> None:
         self.done = True

@@ -22,6 +22,7 @@ calls :meth:`StreamExecution._stream_wakes` when an issue queues an action on an
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 from reference.hal import HalError
 from reference.hal.queue_op import fail_all, signal_all
@@ -88,8 +89,18 @@ class StreamExecution:
             done = event.done
             i += 1
             if done.callbacks is not None:  # not processed yet: _stream_waited goes on
+                if self.wait_policy == "user_event":
+                    # PoCL fails a command as soon as an event of its wait list failed, whatever
+                    # the others still wait for (as the opencl backend reports)
+                    error = error or _failed_later(events, i)
+                    if error is not None:
+                        break
+                    for later in events[i:]:
+                        if later.done.callbacks is not None:
+                            later.done.callbacks.append(partial(self._stream_event_failed, stream, action))
                 stream.wait_i, stream.wait_error, stream.wait_since = i, error, self.env._now
                 stream.wait_by = "host" if event.kind == "user" else "device"
+                stream.waiting = event
                 done.callbacks.append(stream.waited)
                 return False
             outcome = stream.held_outcome = done._value
@@ -111,11 +122,25 @@ class StreamExecution:
     def _stream_waited(self, stream: Stream, ev) -> None:
         """The event the stream's head waited for (``ev``) was reached: wait for the next ones."""
         action = stream.held
+        stream.waiting = None
         if self.env._now > stream.wait_since:
             action.ready_by = stream.wait_by
         outcome = stream.held_outcome = ev._value
         error, stream.wait_error = stream.wait_error, None
         if self._stream_wait(stream, action, stream.wait_i, outcome if error is None else error):
+            self._stream_run(stream)
+
+    def _stream_event_failed(self, stream: Stream, action: Action, ev) -> None:
+        """(OpenCL) an event after the one the stream's head waits for completed: if it failed and
+        the head still waits for an earlier one, the head fails now (PoCL), not once that one is set."""
+        waiting = stream.waiting
+        if ev._value is None or stream.held is not action or waiting is None or waiting.done is ev:
+            return  # reached; or the stream went on (or waits for this very event: _stream_waited)
+        waiting.done.callbacks.remove(stream.waited)
+        stream.waiting = None
+        error, stream.wait_error = stream.wait_error, None
+        stream.held_outcome = ev._value
+        if self._stream_wait(stream, action, len(action.events), error or ev._value):
             self._stream_run(stream)
 
     def _stream_launch(self, stream: Stream, action: Action) -> bool:
@@ -317,3 +342,12 @@ class StreamExecution:
         if destroyed and self.cost.event_destroy_ns:  # unpooled events are destroyed by the callback path
             path = self._callback_path
             path.callback_free = max(path.callback_free, self.env.now) + destroyed * self.cost.event_destroy_ns
+
+
+def _failed_later(events, i: int) -> HalError | None:
+    """The first failure among ``events[i:]`` already completed (their values), else None."""
+    for event in events[i:]:
+        done = event.done
+        if done.callbacks is None and done._value is not None:
+            return done._value
+    return None

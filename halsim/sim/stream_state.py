@@ -90,7 +90,7 @@ class Stream:
 
     __slots__ = ("index", "track", "fifo", "idle", "held", "held_event", "held_outcome", "held_error",
                  "callback_track", "callback_free", "slot", "last_end", "wait_i", "wait_error", "wait_since",
-                 "wait_by", "block", "waited", "failed_behind")
+                 "wait_by", "waiting", "block", "waited", "failed_behind")
 
     def __init__(self, index: int, track: int, callback_track: int):
         self.index = index
@@ -114,6 +114,7 @@ class Stream:
         self.wait_error: HalError | None = None
         self.wait_since = 0
         self.wait_by = "device"
+        self.waiting: NativeEvent | None = None  # the event whose callbacks hold ``waited`` now
         self.waited = None
         self.block: tuple | None = None  # the running quick body's trace block
         # OpenCL: (error, n) — the n actions queued behind one that failed through a failed event

@@ -2,10 +2,16 @@
 
 The device has ``queues`` hardware queues; an operation goes to the queue its ``queue_affinity``
 selects (bit i → queue i). Nothing orders submissions except semaphores: an operation becomes *ready*
-when its waits are met (a failed wait fails it at once, without running), then takes one of the
+when its waits are met, then takes one of the
 queue's ``max_concurrency`` execution slots (first come, first served), pays the launch latency,
 runs its commands one after another with the cost model's durations, and retires — releasing what it
 retained, then signalling. Ready operations never wait behind blocked ones (no head-of-line blocking).
+
+A failed wait fails the op without running it, as IREE local-task ([H] ``task_queue.c``) does: once
+*every* wait of the op has been reached or has failed (an op waiting on a failed semaphore and on one
+still unsignaled stays pending), with the first failure seen — except that a queue call whose wait
+list, scanned in order, meets a failed semaphore before any unsatisfied one fails the op at once and
+raises that failure itself (``iree_hal_task_queue_try_satisfy_waits``), as ``local-task`` does.
 
 >>> from halsim.sim.driver import driver
 >>> dev = driver.create_device("generic", queues=2)
@@ -29,7 +35,7 @@ from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, signal_all
 
 from ..device import SimDevice
-from ..events import Call, Lane, Waits
+from ..events import Call, Lane, Waits, call_after
 from ..execution import quick_body, timed_body
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
@@ -63,16 +69,41 @@ class GenericDevice(SimDevice):
     # Three simulator events per op, the fewest that keep the order of events (and so traces) fixed.
 
     def _schedule(self, op: QueueOp) -> None:
+        failed = self._failed_before_unmet(op) if op.wait else None
+        if failed is not None:
+            op.wait_error = failed
         lane = self._arrivals.get(op.thread)
         if lane is None:
             lane = self._arrivals[op.thread] = Lane(self.env, self._arrive)
         lane.push(max(self.env._now, op.enqueue_t), op)
+        if failed is not None:  # the call returns the failure, as local-task's submit does
+            raise failed.clone()
+
+    def _failed_before_unmet(self, op: QueueOp) -> HalError | None:
+        """IREE local-task's submit-time scan (``iree_hal_task_queue_try_satisfy_waits``): the wait
+        list in order, up to the first unmet wait; the failure of a failed semaphore met first."""
+        for sem, value in op.wait:
+            state = sem.poll(value)
+            if state is False:
+                return None
+            if state is True or self.history.reached_before_failure(sem, value, op.enqueue_t) is not None:
+                continue
+            return state
+        return None
 
     def _arrive(self, op: QueueOp) -> None:
         if not op.wait:
             self._ready(op, None)
             return
-        self._pending[op] = Waits(self, op, self._waited)
+        if op.wait_error is not None:  # failed by the call's scan: fails at its semaphore's failure
+            t = self.history.failure(next(s.id for s, _ in op.wait if s.failure is op.wait_error))[0]
+            call_after(self.env, max(0, t - self.env._now), self._failed_at_call, op)
+            return
+        self._pending[op] = Waits(self, op, self._waited, settle=True)
+
+    def _failed_at_call(self, event: Call) -> None:
+        op = event.arg
+        self._ready(op, op.wait_error)
 
     def _waited(self, event: Call) -> None:
         waits = event.arg

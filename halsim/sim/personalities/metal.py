@@ -20,9 +20,10 @@ thread blocked on a value the GPU signals wakes ``listener_ns`` after the signal
 
 Because the queue is in order and waits are encoded on the GPU, an op waiting for a value that only an
 op committed *later to the same queue* would signal deadlocks the queue: the simulator reports it as
-"same-queue wait-before-signal on in-order queue N". A failed wait semaphore wakes the GPU wait (its
-event is set to the failure value) and fails the op's signals without running its commands, as the HAL
-contract requires (HAL_SEMANTICS Q3).
+"same-queue wait-before-signal on in-order queue N". A failed wait semaphore passes its GPU wait (its
+event is set to the failure value), so the wait command buffer completes once every wait is reached or
+failed, whatever their order; the op then fails its signals without running its commands, as the HAL
+contract requires (HAL_SEMANTICS Q3; IREE's Metal would run them).
 
 Option ``legacy_sync=True`` is the driver before its async change: the queue call blocks the host
 thread until every wait is satisfied (seen through the listener), then commits the work command buffer
@@ -222,8 +223,9 @@ class MetalDevice(SimDevice):
             queue.fifo.popleft()
 
     def _wait_step(self, queue: CommandQueue, op: QueueOp):
-        """encodeWaitForEvent for each wait: the queue stalls until all are reached (or one failed)."""
-        waits = WaitsResolved(self, op.wait)
+        """encodeWaitForEvent for each wait: the queue stalls until every one is reached or failed (a
+        failed MTLSharedEvent holds FAILURE_VALUE, which passes the GPU wait); then a failure fails the op."""
+        waits = WaitsResolved(self, op.wait, settle=True)
         queue.blocking = waits
         if self._closing is not None:
             waits.cancel(self._closing.clone())

@@ -139,10 +139,11 @@ def test_build_report_counts_every_running_host_call_not_only_the_innermost():
 
 # -- waits on failed semaphores ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("personality", ["cuda", "opencl"])
+@pytest.mark.parametrize("personality", ["cuda", "generic", "metal"])
 def test_a_pending_ops_wait_on_a_failed_semaphore_is_reported_as_failed(make, personality):
     """An op stuck on an unmet wait before one on a failed semaphore (sim:cuda resolves its waits in list
-    order; sim:opencl waits for every event) stays pending: the report says the semaphore failed —
+    order; sim and sim:metal wait until every wait resolved; sim:opencl fails it at once, as PoCL) stays
+    pending: the report says the semaphore failed —
     not "(now 2147483647)", the raw failure payload, nor that nothing signals it."""
     dev = make(personality)
     a, b, s = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()

@@ -167,7 +167,11 @@ def test_a_wait_met_before_the_semaphore_failed_succeeds(make, personality):
     g.fail(S.ABORTED, "bad input")
     done.wait(1, timeout=10)
     assert buf.map_read() == b"\x07" * 16
-    dev.queue_barrier([(g, 1)], [(late, 1)])  # a wait made after the failure fails
+    if personality == "generic":  # as local-task: the call's in-order scan meets the failure and raises it
+        e = pytest.raises(hal.HalError, dev.queue_barrier, [(g, 1)], [(late, 1)]).value
+        assert (e.code, e.message) == (S.ABORTED, "bad input")
+    else:
+        dev.queue_barrier([(g, 1)], [(late, 1)])  # a wait made after the failure fails
     e = pytest.raises(hal.HalError, late.wait, 1, timeout=10).value
     assert (e.code, e.message) == (S.ABORTED, "bad input")
 
