@@ -42,7 +42,7 @@ from reference.utils import gc_tuning
 from .cost_model import CostModel
 from .faults import parse_faults
 from .deadlock import build_report
-from .history import SemaphoreHistory
+from .history import SemaphoreHistory, WaitTally
 from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
@@ -145,7 +145,7 @@ class SimDevice(Device):
         super().__init__(uri, options)
         self.trace.header["personality"] = self.personality
         self.trace.header["cost_model"] = self.cost.to_dict()
-        self.recorder = SimRecorder(self.trace, self.now, self.retain_resources)
+        self.recorder = SimRecorder(self.trace, self.now, self.retain_resources, weakref.ref(self))
         self._gc_hold = gc_tuning.hold(self)  # released at close (or when the device is collected)
 
     # -- clock and host threads ---------------------------------------------------------------------
@@ -282,9 +282,7 @@ class SimDevice(Device):
 
     @_api()
     def create_semaphore(self, initial_value: int = 0):
-        sem = Device.create_semaphore(self, initial_value)
-        self.history.watch(sem)  # its history goes when the host drops it
-        return sem
+        return Device.create_semaphore(self, initial_value)  # (the recorder's host_release forgets its history)
 
     create_command_buffer = _api()(Device.create_command_buffer)
     create_event = _api()(Device.create_event)
@@ -379,24 +377,25 @@ class SimDevice(Device):
         block = threads.new_block(call, mode.name.lower(), tuple(timepoints), deadline, op, start)
         if self._running_calls:
             block.inside = self._running_calls.get(current_host_call())
-        left = [len(timepoints)]  # timepoints that have not fired yet
 
-        def changed(_error):
-            left[0] -= 1
-            res = self._resolution(mode, timepoints, me, block.start)
-            if res is not None:
-                outcome = res[1]
-                threads.resolve(block, outcome.clone() if outcome is not None else None, res[0], left[0] == 0)
+        def resolved(t, error, final):
+            threads.resolve(block, error.clone() if error is not None else None, t, final)
 
-        registered = [sem.add_timepoint(value, changed) for sem, value in timepoints]
+        # (kept up to date as each timepoint fires: O(1) a fire, where re-resolving the list was O(N))
+        tally = WaitTally(self.history, mode == WaitMode.ANY, me, block.start, resolved)
         try:
+            tally.watch(timepoints)
             outcome = threads.block(block)
         finally:
-            for tp in registered:
-                if tp is not None:
-                    tp.cancel()
+            tally.cancel()
         if outcome is not None:
-            raise outcome
+            try:
+                raise outcome
+            finally:
+                # The traceback holds this frame: its references to the error (itself, or the block
+                # that holds it) were a cycle that kept the caller's frames, and their locals, alive
+                # until the cyclic GC.
+                outcome = block = tally = None
 
     def _host_call_deferred(self, op: QueueOp) -> None:
         deferred = self._deferred

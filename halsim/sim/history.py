@@ -22,7 +22,6 @@ happened to run, keeps traces of synchronized multi-thread programs deterministi
 
 from __future__ import annotations
 
-import weakref
 from bisect import bisect_left
 
 
@@ -36,9 +35,10 @@ class SemaphoreHistory:
     """Bounded over long runs once :meth:`bind` gave it the simulation (the device does): a semaphore's
     signals that lie at or before every time a wait may still be asked about (:meth:`floor`) collapse
     into the latest of them — a waiter, whose wait starts at or after that time, sees each of them as
-    met when called, whichever it is — and a semaphore the host dropped is forgotten (:meth:`watch`)."""
+    met when called, whichever it is — and a semaphore the host dropped is forgotten (:meth:`forget`,
+    which the device's recorder calls when it traces the semaphore's ``host_release``)."""
 
-    __slots__ = ("wake_ns", "_signals", "_failed", "_env", "_threads", "__weakref__")
+    __slots__ = ("wake_ns", "_signals", "_failed", "_env", "_threads")
 
     def __init__(self, wake_ns: int):
         self.wake_ns = wake_ns
@@ -55,14 +55,8 @@ class SemaphoreHistory:
         (:class:`~.host.HostThreads`)."""
         self._env, self._threads = env, threads
 
-    def watch(self, sem) -> None:
-        """Forget ``sem``'s history once the host dropped it (nothing can ask about it any more: a
-        queue operation or a blocked wait that uses it holds it)."""
-        # (the history held weakly: the finalizer registry is a global root, the history reaches the
-        # device through its host threads, and the device may hold ``sem``)
-        weakref.finalize(sem, _forget, weakref.ref(self), sem.id).atexit = False
-
     def forget(self, sem_id: str) -> None:
+        """Drop ``sem_id``'s signals and failure (any other resource id: nothing to drop)."""
         self._signals.pop(sem_id, None)
         self._failed.pop(sem_id, None)
 
@@ -184,7 +178,82 @@ class SemaphoreHistory:
         return t
 
 
-def _forget(history_ref, sem_id: str) -> None:
-    history = history_ref()
-    if history is not None:
-        history.forget(sem_id)
+# A timepoint value no signal reaches (payloads stop at MAX_SEMAPHORE_VALUE): it fires on failure only.
+_FAILURE_ONLY = 2**31 - 1
+
+
+class WaitTally:
+    """The resolution of one blocked host wait, kept up to date as its timepoints fire: the same
+    answer as ``SimDevice._resolution`` over the whole list (earliest failure dominates, in list order
+    on a tie; ALL: the latest reach once every value is reached; ANY: the earliest), in O(1) per
+    fire — re-resolving the list at each fire made a wait on N semaphores O(N²).
+
+    A semaphore whose value was reached while others are still awaited may fail later: the tally then
+    watches it with a failure-only timepoint, so that failure is seen when it happens (re-resolving
+    saw it only when another timepoint happened to fire), as ``local-task`` sees it (IREE [H]'s
+    ``iree_async_semaphore_multi_wait`` stops watching a member once its timepoint fired: there the
+    wait would go on; docs/hal-contract.md). ``resolved(t, outcome, final)`` gets each
+    resolution; ``final``: every value timepoint fired."""
+
+    __slots__ = ("history", "any_mode", "me", "start", "resolved", "left", "unreached", "reach",
+                 "fail", "error", "_timepoints")
+
+    def __init__(self, history: SemaphoreHistory, any_mode: bool, me: Actor, start: int, resolved):
+        self.history, self.any_mode, self.me, self.start = history, any_mode, me, start
+        self.resolved = resolved
+        self.left = self.unreached = 0  # value timepoints not fired yet; values not reached yet
+        self.reach = None  # effective time: ALL, the latest reach; ANY, the earliest
+        self.fail = None  # (effective time, list index) of the earliest failure
+        self.error = None
+        self._timepoints: list = []
+
+    def watch(self, timepoints) -> None:
+        """Register a timepoint per ``(semaphore, value)`` (one already met fires now)."""
+        self.left = self.unreached = len(timepoints)
+        for i, (sem, value) in enumerate(timepoints):
+            tp = sem.add_timepoint(value, lambda _error, i=i, sem=sem, value=value: self._fired(i, sem, value))
+            if tp is not None:
+                self._timepoints.append(tp)
+
+    def cancel(self) -> None:
+        for tp in self._timepoints:
+            tp.cancel()
+        self._timepoints = []
+
+    def _fired(self, i: int, sem, value: int) -> None:
+        self.left -= 1
+        history = self.history
+        if sem.last_value >= value:  # (kept after a failure: it may have been reached before)
+            t = history.effective(*history.reached(sem.id, value), self.me, self.start)
+            self.unreached -= 1
+            reach = self.reach
+            if reach is None or (t < reach if self.any_mode else t > reach):
+                self.reach = t
+        if sem.failure is not None:
+            self._failed(i, sem)
+            return
+        if self.left:  # (not after the last fire: the wait is final then, as re-resolving had it)
+            tp = sem.add_timepoint(_FAILURE_ONLY, lambda _error: self._failed(i, sem))
+            if tp is not None:  # (None: a failure in between fired it at once)
+                self._timepoints.append(tp)
+        self._resolve()
+
+    def _failed(self, i: int, sem) -> None:
+        t = self.history.effective(*self.history.failure(sem.id), self.me, self.start)
+        if self.fail is None or (t, i) < self.fail:
+            self.fail, self.error = (t, i), sem.failure
+        self._resolve()
+
+    def _resolve(self) -> None:
+        res = self.resolution()
+        if res is not None:
+            self.resolved(res[0], res[1], self.left == 0)
+
+    def resolution(self) -> tuple[int, object] | None:
+        """``(time, error or None)`` as known now; None if nothing resolves the wait yet."""
+        start, reach = self.start, self.reach
+        if not self.any_mode and self.unreached:
+            reach = None  # not all reached
+        if self.fail is not None and (reach is None or max(start, self.fail[0]) <= max(start, reach)):
+            return max(start, self.fail[0]), self.error
+        return None if reach is None else (max(start, reach), None)

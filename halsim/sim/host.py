@@ -44,7 +44,6 @@ clock or the simulator's time, whichever is later — or the giver's clock after
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -57,7 +56,7 @@ from reference.hal import HalError, StatusCode
 from .deadlock import deadlock_error
 from .events import call_after
 from .host_state import PENDING, RELEASED, RESOLVED, Block, HostThread
-from .host_turns import BLOCKED, RUNNING, Turns
+from .host_turns import BLOCKED, RUNNING, Turns, thread_frames
 from .host_waits import CONDITION, TIMED, PythonWaits
 
 POLL_S = 0.005  # real seconds between a blocked thread's checks for dead threads
@@ -153,7 +152,7 @@ class HostThreads(PythonWaits):
                 if t in self._known:
                     continue
                 if now - self._first_seen.setdefault(t, now) < GRACE_S:
-                    frames = frames or sys._current_frames()
+                    frames = frames or thread_frames()
                     if self._quiet(t, frames, set()) in (None, TIMED):  # not idle in Queue.get or the like
                         earlier = True
                         break
@@ -377,7 +376,7 @@ class HostThreads(PythonWaits):
         for ht in self._order:
             if ht.state == RUNNING and ht.thread.is_alive():
                 if frames is None:
-                    frames = sys._current_frames()
+                    frames = thread_frames()
                 quiet = self._quiet(ht.thread, frames, set())
                 if quiet is not None:
                     self._waiting(ht)
@@ -410,7 +409,7 @@ class HostThreads(PythonWaits):
             if t is me or self.record_of(t) is not None:
                 continue
             if frames is None:
-                frames = sys._current_frames()
+                frames = thread_frames()
             quiet = self._quiet(t, frames, set())
             if quiet is None or quiet == TIMED:
                 if t not in self._known and now - self._first_seen.setdefault(t, now) < GRACE_S:

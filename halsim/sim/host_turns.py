@@ -52,6 +52,17 @@ RUNNING, BLOCKED = "running", "blocked"
 GATE_FIRST_POLL_S = 0.00005
 
 
+def thread_frames() -> dict:
+    """``sys._current_frames()``, except that the calling thread's entry is the frame that called the
+    caller: the caller keeps the dict in a local, and its own frame in it was a cycle (frame → dict →
+    frame) that kept the thread's whole stack — a host program's locals, its semaphores and buffers —
+    alive until the cyclic GC. (Both frames run the simulator's code: what a caller reads of them —
+    a Python wait, a held lock, a pool work item further out — is the same.)"""
+    frames = sys._current_frames()
+    frames[threading.get_ident()] = sys._getframe(2)
+    return frames
+
+
 class Turns:
     """The gate of one device's :class:`~halsim.sim.host.HostThreads` (``threads``)."""
 
@@ -144,7 +155,7 @@ class Turns:
             if other.state == BLOCKED:
                 continue
             if frames is None:
-                frames = sys._current_frames()
+                frames = thread_frames()
             if threads._quiet(other.thread, frames, set()) is not None:
                 threads._waiting(other)  # (its clock stands still while it waits)
                 continue
@@ -161,7 +172,7 @@ class Turns:
             if now - first_seen.setdefault(t, now) >= stall_s:
                 continue
             if frames is None:
-                frames = sys._current_frames()
+                frames = thread_frames()
             if threads._quiet(t, frames, set()) is None:
                 return False
         self.solo = threading.active_count() if alone else -1

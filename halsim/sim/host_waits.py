@@ -42,7 +42,7 @@ import sys
 import threading
 from time import monotonic
 
-from .host_turns import BLOCKED, RUNNING
+from .host_turns import BLOCKED, RUNNING, thread_frames
 
 JOIN, CONDITION, TIMED, WAKING = "join", "condition", "timed", "waking"
 NS_PER_S = 1_000_000_000
@@ -372,7 +372,7 @@ class PythonWaits:
 
     def _host_waits(self) -> tuple[tuple[int, str], ...]:
         """(index, where) of the running registered threads that wait on another host thread."""
-        frames = sys._current_frames()
+        frames = thread_frames()
         return tuple((ht.index, describe(frames.get(ht.thread.ident)))
                      for ht in self._order if ht.state == RUNNING and ht.thread.is_alive()
                      and self._quiet(ht.thread, frames, set()) not in (None, TIMED))

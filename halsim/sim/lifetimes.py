@@ -96,11 +96,14 @@ def unretain(op, recorder: "SimRecorder | None" = None) -> None:
 
 
 class SimRecorder(Recorder):
-    """The common recorder, except that ``retain`` is skipped when the device does not retain."""
+    """The common recorder, except that ``retain`` is skipped when the device does not retain, and
+    that a semaphore the host dropped leaves the history of ``device`` (a weak reference: the device
+    holds its recorder; and a personality may replace its ``history``)."""
 
-    def __init__(self, trace, clock, retains: bool):
+    def __init__(self, trace, clock, retains: bool, device: weakref.ref | None = None):
         super().__init__(trace, clock)
         self.retains = retains
+        self._device = device
         # transient buffer id → the stand-ins (weak) of operations that use it
         self._awaiting: dict[str, weakref.WeakSet] = {}
         self._purge_at = 64  # (a transient the host dropped without queue_dealloca leaves its entry)
@@ -128,6 +131,15 @@ class SimRecorder(Recorder):
         if waiting is not None:  # the bytes are gone: a command after this fails, as with the buffer
             for standin in waiting:
                 standin._storage = None
+
+    def host_release(self, res_id: str) -> None:
+        # The finalizer the device puts on every resource it creates (Device._watch) calls this: a
+        # semaphore's history goes with it (nothing can ask about it any more — a queue operation or
+        # a blocked wait that uses it holds it), without a second finalizer per semaphore.
+        super().host_release(res_id)
+        device = self._device() if self._device is not None else None
+        if device is not None:
+            device.history.forget(res_id)
 
     def retain(self, op, res_ids) -> None:
         if self.retains:
