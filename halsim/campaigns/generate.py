@@ -12,11 +12,15 @@ For every byte range it touches, the generator adds a wait on the latest earlier
 conflicts with (a write against a read or write of overlapping bytes) that is not already an
 ancestor; inside a command buffer it inserts an execution barrier before a command that conflicts
 with one since the last barrier. An ``alloca`` counts as a write of the whole transient buffer and a
-``dealloca`` too, so uses are ordered between them. Gate semaphores ``g<k>`` are signaled by the host
-*after* operations that wait for them were submitted (wait-before-signal), or failed (``fail_prob``);
-the program ends with one host wait per timeline. With ``drop_sync = 0`` a program has no findings
-on any ``sim`` personality; ``drop_sync = p`` drops each needed wait or barrier with probability
-``p``, which makes buggy programs on purpose.
+``dealloca`` too, so uses are ordered between them (and none follows a ``dealloca``, also one that
+fails); but a transient's contents are undefined until something writes them (HAL_SEMANTICS Q8: a
+real GPU returns whatever the memory held), so an operation reads only the bytes of a transient that
+an earlier operation, which it is then ordered after, wrote (a dispatch's ``work_items`` elements,
+not its whole binding). Gate semaphores ``g<k>`` are signaled by the host *after* operations that
+wait for them were submitted (wait-before-signal), or failed (``fail_prob``); the program ends with
+one host wait per timeline. With ``drop_sync = 0`` a program has no findings on any ``sim``
+personality; ``drop_sync = p`` drops each needed wait or barrier with probability ``p``, which makes
+buggy programs on purpose.
 
 >>> doc = generate(7, size=6, drop_sync=0.0)
 >>> sorted(doc)
@@ -166,7 +170,8 @@ class _Gen:
         self.ops: list[_Op] = []
         self.accesses: list[tuple[int, str, int, int, bool]] = []   # (op, buffer, lo, hi, write)
         self.buffers: dict[str, int] = {}
-        self.transients: dict[str, dict] = {}   # name -> {"size", "state": "live"|"dead"}
+        # name -> {"size", "state": "doomed"|"live"|"dead", "written": bit i set = byte i defined}
+        self.transients: dict[str, dict] = {}
         self.host: list[dict] = []
         self.cbs: dict[str, dict] = {}
 
@@ -178,12 +183,34 @@ class _Gen:
     def size_of(self, name: str) -> int:
         return self.buffers[name] if name in self.buffers else self.transients[name]["size"]
 
-    def rng_ref(self, name: str, max_len: int | None = None):
-        """A random 16-byte-aligned range of ``name``: (ref, lo, hi)."""
+    def readable(self, names: list[str]) -> list[str]:
+        """``names`` less the transients with no 16-byte block written yet."""
+        return [n for n in names if n not in self.transients or self.written_blocks(n)]
+
+    def written_blocks(self, name: str) -> list[int]:
+        written = self.transients[name]["written"]
+        return [b for b in range(self.size_of(name) // 16) if _covers(written, b * 16, b * 16 + 16)]
+
+    def span(self, name: str, max_len: int | None = None, read: bool = False) -> tuple[int, int]:
+        """A random 16-byte-aligned (lo, hi) of ``name``; one that ``read``s a transient lies in
+        blocks already written (see :meth:`readable`)."""
         blocks = self.size_of(name) // 16
-        n = self.ch.int(1, min(blocks, (max_len or blocks * 16) // 16 or 1))
-        off = self.ch.int(0, blocks - n)
-        lo, hi = off * 16, (off + n) * 16
+        most = (max_len or blocks * 16) // 16 or 1
+        if read and name in self.transients:
+            written = self.written_blocks(name)
+            off = self.ch.choice(written)
+            run = 1
+            while off + run in written:
+                run += 1
+            n = self.ch.int(1, min(run, most))
+        else:
+            n = self.ch.int(1, min(blocks, most))
+            off = self.ch.int(0, blocks - n)
+        return off * 16, (off + n) * 16
+
+    def rng_ref(self, name: str, max_len: int | None = None, read: bool = False):
+        """A random 16-byte-aligned range of ``name`` (see :meth:`span`): (ref, lo, hi)."""
+        lo, hi = self.span(name, max_len, read)
         if lo == 0 and hi == self.size_of(name) and self.ch.prob(0.5):
             return name, lo, hi
         return {"buffer": name, "offset": lo, "length": hi - lo}, lo, hi
@@ -191,37 +218,39 @@ class _Gen:
     # -- one command's accesses -----------------------------------------------------------------------
 
     def command(self, kind=None, transients=True):
-        """(command dict, [(buffer, lo, hi, write)]) of a random fill/copy/update/dispatch, or None.
-        Command buffers are recorded before any step runs, so they use declared buffers only."""
+        """(command dict, [(buffer, lo, hi, write)], [(buffer, lo, hi) it stores]) of a random
+        fill/copy/update/dispatch, or None. Command buffers are recorded before any step runs, so
+        they use declared buffers only."""
         ch, bufs = self.ch, (self.live() if transients else list(self.buffers))
         kind = kind or ch.weighted((("fill", 3), ("copy", 3), ("update", 1), ("dispatch", 3)))
         if kind == "fill":
             name = ch.choice(bufs)
             ref, lo, hi = self.rng_ref(name)
             return {"cmd": "fill", "target": ref, "pattern": ch.int(0, 255), "pattern_length": ch.choice((1, 2, 4))}, \
-                [(name, lo, hi, True)]
+                [(name, lo, hi, True)], [(name, lo, hi)]
         if kind == "update":
             name = ch.choice(bufs)
             ref, lo, hi = self.rng_ref(name, 64)
             data = [ch.int(0, 255) for _ in range(hi - lo)]
             return {"cmd": "update", "target": {"buffer": name, "offset": lo, "length": hi - lo}, "data": data}, \
-                [(name, lo, hi, True)]
+                [(name, lo, hi, True)], [(name, lo, hi)]
         if kind == "copy":
-            src, dst = ch.choice(bufs), ch.choice(bufs)
-            n = 16 * ch.int(1, min(self.size_of(src), self.size_of(dst)) // 16)
-            so = 16 * ch.int(0, (self.size_of(src) - n) // 16)
+            src, dst = ch.choice(self.readable(bufs)), ch.choice(bufs)
+            so, hi = self.span(src, self.size_of(dst), read=True)
+            n = hi - so
             do = 16 * ch.int(0, (self.size_of(dst) - n) // 16)
             if src == dst and so < do + n and do < so + n:
                 return None
             return {"cmd": "copy", "source": {"buffer": src, "offset": so, "length": n},
                     "target": {"buffer": dst, "offset": do, "length": n}}, \
-                [(src, so, so + n, False), (dst, do, do + n, True)]
+                [(src, so, so + n, False), (dst, do, do + n, True)], [(dst, do, do + n)]
         entry = ch.choice(sorted(KERNELS))
-        refs, acc = [], []
+        refs, acc, spans = [], [], []
         for access in KERNELS[entry]:
-            name = ch.choice(bufs)
-            ref, lo, hi = self.rng_ref(name)
+            name = ch.choice(self.readable(bufs) if "r" in access else bufs)
+            ref, lo, hi = self.rng_ref(name, read="r" in access)
             refs.append(ref)
+            spans.append((name, lo, hi))
             acc.append((name, lo, hi, access != "r"))
             if "r" in access and access != "r":
                 acc.append((name, lo, hi, False))
@@ -229,7 +258,9 @@ class _Gen:
             return None
         cmd = {"cmd": "dispatch", "entry": entry, "workgroups": [ch.int(1, 4), 1, 1],
                "constants": [ch.int(0, 9) for _ in range(CONSTANTS.get(entry, 0))], "bindings": refs}
-        return cmd, acc
+        stored = _stored_bytes(entry, cmd["workgroups"][0], [hi - lo for _, lo, hi in spans])
+        return cmd, acc, [(name, lo, lo + stored) for (name, lo, _), access in zip(spans, KERNELS[entry])
+                          if "w" in access]
 
     # -- waits ------------------------------------------------------------------------------------------
 
@@ -316,9 +347,10 @@ class _Gen:
             got = self.command(kind)
             if got is None:
                 return
-            cmd, acc = got
+            cmd, acc, stored = got
             call = {"call": kind, **{k: v for k, v in cmd.items() if k != "cmd"}}
-            self.queue_op(call, acc)
+            if self.queue_op(call, acc):
+                self.wrote(stored)
         elif kind == "execute":
             self.execute()
         elif kind == "barrier":
@@ -326,15 +358,17 @@ class _Gen:
         elif kind == "alloca":
             name = f"tmp{len(self.transients)}"
             size = ch.choice(BUFFER_SIZES[:3])
-            self.transients[name] = {"size": size, "state": "doomed"}
+            self.transients[name] = {"size": size, "state": "doomed", "written": 0}
             if self.queue_op({"call": "alloca", "name": name, "size": size}, [(name, 0, size, True)]):
                 self.transients[name]["state"] = "live"
         elif kind == "dealloca":
             live = [n for n, t in self.transients.items() if t["state"] == "live"]
             if live:
                 name = ch.choice(live)
-                if self.queue_op({"call": "dealloca", "buffer": name}, [(name, 0, self.size_of(name), True)]):
-                    self.transients[name]["state"] = "dead"
+                self.queue_op({"call": "dealloca", "buffer": name}, [(name, 0, self.size_of(name), True)])
+                # dead even when doomed: the checks count a dealloca that failed as one that freed
+                # (and sim:metal runs its command buffer past the failed wait)
+                self.transients[name]["state"] = "dead"
         elif kind == "signal":
             # never a gate chosen to fail: its waiters must fail, not run once it reached their value
             pending = [g for g in range(self.gate_count) if not self.gate_doomed[g]
@@ -355,6 +389,12 @@ class _Gen:
                 op = self.ops[ch.choice(done)]
                 self.host.append({"call": "wait", "wait": {f"t{op.tl}": op.value}})
 
+    def wrote(self, stored: list) -> None:
+        """Count the bytes an operation (one that runs) stores as defined."""
+        for name, lo, hi in stored:
+            if name in self.transients:
+                self.transients[name]["written"] |= ((1 << (hi - lo)) - 1) << lo
+
     def fail_gate(self, g: int) -> None:
         self.host.append({"call": "fail", "semaphore": f"g{g}", "status": "ABORTED",
                           "message": self.ch.choice(FAIL_MESSAGES)})
@@ -371,7 +411,7 @@ class _Gen:
             got = self.command(transients=False)
             if got is None:
                 continue
-            cmd, mine = got
+            cmd, mine, _ = got
             if _conflict(mine, segment):
                 if not ch.prob(self.drop):
                     commands.append({"cmd": "barrier"})
@@ -404,6 +444,22 @@ class _Gen:
             self.host.append({"call": "wait", "wait": {sem: 1}})
 
 
+def _covers(written: int, lo: int, hi: int) -> bool:
+    """Whether bitmask ``written`` has every byte of [lo, hi)."""
+    full = (1 << (hi - lo)) - 1
+    return (written >> lo) & full == full
+
+
+def _stored_bytes(entry: str, workgroups: int, lengths: list[int]) -> int:
+    """Bytes a dispatch of ``entry`` stores from the start of each written binding: the reference
+    kernels' (and real_backends' ``work_items``) bound on 4-byte elements."""
+    if entry in ("write_workgroup_ids", "spin"):
+        return 4 * min(workgroups, lengths[0] // 4)
+    if entry == "write_constants":
+        return min(16, lengths[0])
+    return min(lengths)        # element-wise: over the shorter of input and output
+
+
 def _conflict(a, b, same=False) -> bool:
     for i, (n1, lo1, hi1, w1) in enumerate(a):
         for j, (n2, lo2, hi2, w2) in enumerate(b):
@@ -413,6 +469,18 @@ def _conflict(a, b, same=False) -> bool:
                                                                               and w1 != w2):
                 return True
     return False
+
+
+def generated_device(device: str = "sim", queues: int = 2, options: dict | None = None, **_knobs) -> dict:
+    """The ``[device]`` section of the program :func:`generate` makes from these knobs (the others
+    are ignored), without generating it.
+
+    >>> generated_device(queues=3, options={"seed": 1}, size=40)
+    {'uri': 'sim', 'options': {'queues': 3, 'seed': 1}}
+    """
+    opts = {"queues": max(1, queues)}
+    opts.update(options or {})
+    return {"uri": device, "options": opts}
 
 
 def build(ch: Chooser, size: int = 12, drop_sync: float = 0.0, queues: int = 2, timelines: int | None = None,
@@ -435,9 +503,7 @@ def build(ch: Chooser, size: int = 12, drop_sync: float = 0.0, queues: int = 2, 
     sems = {f"t{t}": 0 for t in range(timelines)}
     sems.update({f"g{g}": 0 for g in range(gen.gate_count)})
     sems.update({sem: 0 for sem in gen.doomed_waits})
-    opts = {"queues": max(1, queues)}
-    opts.update(options or {})
-    return {"description": description, "expect": [], "device": {"uri": device, "options": opts},
+    return {"description": description, "expect": [], "device": generated_device(device, queues, options),
             "semaphores": sems, "buffers": dict(gen.buffers), "command_buffers": gen.cbs, "host": gen.host}
 
 

@@ -107,45 +107,60 @@ def cost_over(base, fields: dict) -> dict:
     return {**(base or {}), **fields}
 
 
+def point_doc(payload: dict, params: dict, device_only: bool = False) -> dict | None:
+    """The schedule document a point runs (a generated one is made with the point's knobs), or None
+    for a Python program. ``device_only``: of a generated program, only its ``device`` section (the
+    spec check needs no more, and generating every point's program up front would cost a sweep of
+    big programs seconds before its first point)."""
+    kind = payload["kind"]
+    if kind == "schedule":
+        return payload["doc"]
+    if kind != "generator":
+        return None
+    from .generate import generate, generated_device
+    _, options, _, gen = split_params(params)
+    knobs = {**payload["knobs"], **gen}
+    knobs.setdefault("seed", params.get("seed", 0))
+    if "queues" in options:
+        knobs.setdefault("queues", options["queues"])
+    return {"device": generated_device(**knobs)} if device_only else generate(**knobs)
+
+
+def point_device(payload: dict, params: dict, doc: dict | None) -> tuple[str, dict]:
+    """``(uri, options)`` of the device a point runs on — the one derivation the run
+    (:func:`run_program`) and the spec check (:func:`check_points`) share: the point's ``uri``, else
+    the program's, else its document's; options from the document, the program, then the point;
+    the cost-model fields over the options' ``cost_model``. ``doc``: :func:`point_doc`."""
+    uri, options, cost, _ = split_params(params)
+    dev = (doc or {}).get("device", {})
+    if not isinstance(dev, dict):
+        dev = {"uri": dev}
+    uri = uri or payload["uri"] or dev.get("uri", "sim")
+    opts = {**dev.get("options", {}), **payload["options"], **options}
+    model = {**payload["cost"], **cost}
+    if model:
+        opts["cost_model"] = cost_over(opts.get("cost_model"), model)
+    return uri, opts
+
+
 def run_program(payload: dict, params: dict):
     """Run the program at this point: (trace, step errors, extra findings)."""
     from reference import hal
     from halsim.schedule import parse_schedule, run_schedule
     from halsim.schedule.lint import error_findings, static_findings
 
-    uri, options, cost, gen = split_params(params)
-    kind = payload["kind"]
-    if kind == "generator":
-        from .generate import generate
-        knobs = {**payload["knobs"], **gen}
-        knobs.setdefault("seed", params.get("seed", 0))
-        if "queues" in options:
-            knobs.setdefault("queues", options["queues"])
-        doc = generate(**knobs)
-    elif kind == "schedule":
-        doc = payload["doc"]
-    else:
-        doc = None
-    model = {**payload["cost"], **cost}
+    doc = point_doc(payload, params)
+    uri, opts = point_device(payload, params, doc)
     if doc is not None:
-        doc = dict(doc)
-        dev = dict(doc.get("device", {})) if isinstance(doc.get("device"), dict) else {"uri": doc.get("device", "sim")}
-        dev["uri"] = uri or payload["uri"] or dev.get("uri", "sim")
-        opts = {**dev.get("options", {}), **payload["options"], **options}
-        if model:
-            opts["cost_model"] = cost_over(opts.get("cost_model"), model)
-        dev["options"] = opts
-        doc["device"] = dev
+        dev = doc.get("device")
+        doc = {**doc, "device": {**(dev if isinstance(dev, dict) else {}), "uri": uri, "options": opts}}
         schedule = parse_schedule(doc, payload.get("file", "<generated>"))
         result = run_schedule(schedule)
         extra = static_findings(schedule) + error_findings(result.errors, schedule, result.trace)
         return result.trace, result.errors, extra
     from halsim.sim import DeadlockError
     from halsim.schedule.run import StepError
-    opts = {**payload["options"], **options}
-    if model:
-        opts["cost_model"] = cost_over(opts.get("cost_model"), model)
-    dev = hal.create_device(uri or payload["uri"] or "sim", **opts)
+    dev = hal.create_device(uri, **opts)
     errors = []
     from halsim.deadline import call_program
     try:
@@ -327,20 +342,8 @@ def check_points(spec: Spec) -> None:
 
     seen = set()
     for params in spec.points:
-        uri, options, cost, gen = split_params(params)
-        payload = spec.payload
-        doc_dev = payload.get("doc", {}).get("device", {}) if payload["kind"] == "schedule" else {}
-        if isinstance(doc_dev, str):
-            doc_dev = {"uri": doc_dev}
-        if payload["kind"] == "generator":  # (a generated program's device has the generator's queues)
-            queues = {**payload["knobs"], **gen}.get("queues")
-            doc_dev = {"options": {"queues": queues}} if queues is not None else {}
-        uri = uri or payload["uri"] or doc_dev.get("uri", "sim")
-        opts = {**doc_dev.get("options", {}), **payload["options"], **options}
-        opts.pop("seed", None)
-        model = {**payload["cost"], **cost}
-        if model:
-            opts["cost_model"] = cost_over(opts.get("cost_model"), model)
+        uri, opts = point_device(spec.payload, params, point_doc(spec.payload, params, device_only=True))
+        opts.pop("seed", None)  # (one device per configuration, not per seed)
         key = json.dumps([uri, opts], sort_keys=True, default=str)
         if key in seen:
             continue
