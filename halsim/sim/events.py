@@ -53,8 +53,14 @@ class WaitsResolved(simpy.Event):
         _watch(device, self.waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
-        if not self.done:
-            _resolve_one(self, error, self.env.now)
+        if self.done:
+            return
+        if error is None and self.error is None:  # (the usual case, inlined)
+            self._left -= 1
+            if not self._left:
+                self._fire(None, self.device.history.ready_at(self.waits))
+            return
+        _resolve_one(self, error, self.env.now)
 
     def _fire(self, value, t: int) -> None:
         self.done = True
@@ -233,8 +239,14 @@ class Waits:
         _watch(device, waits, self)
 
     def _on_change(self, error: HalError | None) -> None:
-        if not self.done:
-            _resolve_one(self, error, self.device.env._now)
+        if self.done:
+            return
+        if error is None and self.error is None:  # (the usual case, inlined)
+            self._left -= 1
+            if not self._left:
+                self._fire(None, self.device.history.ready_at(self.waits))
+            return
+        _resolve_one(self, error, self.device.env._now)
 
     def _fire(self, value, t: int) -> None:
         self.done = True
