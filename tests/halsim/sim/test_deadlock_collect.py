@@ -2,7 +2,6 @@
 no cyclic GC): nothing the simulator keeps — the error, its traceback's frames, its report — holds
 them once the program let go of the error."""
 
-import gc
 import weakref
 
 import pytest
@@ -11,15 +10,6 @@ import halsim
 from reference import hal
 
 SIMS = ["sim", "sim:metal", "sim:cuda", "sim:opencl", "sim:sync"]
-
-
-@pytest.fixture
-def no_gc():
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _released(dev) -> list[str]:

@@ -1,7 +1,6 @@
 """A simulated device forgets a semaphore's history when the host drops the semaphore, through the one
 finalizer every device puts on it (``Device._watch``, which traces ``host_release``): no second one."""
 
-import gc
 import weakref
 
 import pytest
@@ -14,15 +13,6 @@ SIMS = ["sim", "sim:metal", "sim:cuda", "sim:opencl", "sim:sync"]
 
 def _finalizers(obj) -> int:
     return sum(1 for f in list(weakref.finalize._registry) if (info := f.peek()) is not None and info[0] is obj)
-
-
-@pytest.fixture
-def no_gc():
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.parametrize("uri", SIMS)

@@ -146,33 +146,6 @@ def test_the_op_fails_when_its_last_wait_is_met(uri):
         assert op["ready"] == t_signal + dev.cost.host_api_ns  # the signal's time: no earlier
 
 
-@pytest.mark.parametrize("personality", ["generic", "metal"])
-def test_deadlock_report_names_the_unmet_wait_and_the_failed_one(make, personality):
-    from halsim.sim import DeadlockError
-
-    dev = make(personality)
-    a, b, s = dev.create_semaphore(), dev.create_semaphore(), dev.create_semaphore()
-    dev.queue_barrier([(a, 1), (b, 1)], [(s, 1)])
-    b.fail(CODE, "boom")
-    with pytest.raises(DeadlockError) as ei:
-        s.wait(1, 1.0)
-    e = ei.value
-    assert e.code == S.DEADLINE_EXCEEDED
-    (op,) = e.report.ops
-    assert [str(w) for w in op.waits] == ["s0>=1 (now 0)", "s1>=1 (failed: DATA_LOSS: boom)"]
-    assert "op 0:0 (barrier, queue 0) waits for s0>=1 (now 0), s1>=1 (failed: DATA_LOSS: boom); signals s2=1" \
-        in e.message
-    assert ("    s1 has failed (DATA_LOSS: boom): the wait fails (and the op with it) once the op's other unmet "
-            "waits are met") in e.message.splitlines()
-    assert [(w.sem, w.value) for w in e.report.unsignaled] == [("s0", 1)]
-    a.signal(1)
-    with pytest.raises(hal.HalError) as ei:
-        s.wait(1, 1.0)
-    assert (ei.value.code, ei.value.message) == (CODE, "boom")
-
-
-# -- the oracle: IREE's own local-task ------------------------------------------------------------------
-
 def _iree_case(rt, device, case: str):
     """The same program on iree.runtime's local-task (its fail() takes a message: code UNKNOWN)."""
     order, fail_before = CASES[case]
