@@ -26,7 +26,7 @@ from bisect import bisect_left
 from sys import intern
 from dataclasses import dataclass
 
-from ..trace_tools.model import queue_order
+from ..trace_tools.model import queue_order, scopes_ok
 
 # Metal command queues and OpenCL in-order queues run submissions in enqueue order (a wait blocks
 # the queue). CUDA's HAL queue does not: pending queue actions are issued to the stream when their
@@ -109,7 +109,7 @@ def barrier_memory(scopes) -> tuple | None:
     >>> barrier_memory([[DISPATCH_WRITE, DISPATCH_READ], [TRANSFER_WRITE, TRANSFER_READ, "b0", 0, 16]])
     ((8, 4, None, 0, 0), (32, 16, 'b0', 0, 16))
     """
-    if not scopes or not _scopes_ok(scopes):
+    if not scopes or not scopes_ok(scopes):
         return None   # (a malformed record orders memory: the trace reader names it, no false alarm)
     out = []
     for entry in scopes:
@@ -119,17 +119,10 @@ def barrier_memory(scopes) -> tuple | None:
                     all(covers(dst, r, False) for r in READ_SCOPE_OF.values()):
                 return None   # every write to every access: as if none were given
             out.append((src, dst, None, 0, 0))
-        else:  # a buffer barrier; its buffer None: a binding-table slot, taken as every buffer
+        else:  # a buffer barrier (its buffer None, in a first version's traces: a table slot, every buffer)
             buf, off, n = entry[2], entry[3], entry[4]
             out.append((src, dst, None if buf is None else intern(buf), off, off + n))
     return tuple(out)
-
-
-def _scopes_ok(scopes) -> bool:
-    return type(scopes) is list and all(
-        type(e) is list and len(e) in (2, 5) and type(e[0]) is int and type(e[1]) is int
-        and (len(e) == 2 or ((e[2] is None or type(e[2]) is str) and type(e[3]) is int and type(e[4]) is int))
-        for e in scopes)
 
 
 def unseen(memory: dict, between, write_scope: int, need: int, write: bool, buf: str, lo: int, hi: int):
@@ -155,8 +148,8 @@ def unseen(memory: dict, between, write_scope: int, need: int, write: bool, buf:
             return None
         made = False
         for src, dst, bb, start, end in entries:
-            if bb is not None and (bb != buf or start >= hi or lo >= end):
-                continue   # a buffer barrier on other bytes
+            if bb is not None and (bb != buf or lo < start or end < hi):
+                continue   # a buffer barrier that does not hold every byte of the access
             if covers(dst, need, write) and (available or covers(src, write_scope, True)):
                 return None
             made = made or covers(src, write_scope, True)

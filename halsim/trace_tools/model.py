@@ -138,10 +138,13 @@ def _stages(v) -> bool:
     return type(v) is list and len(v) == 2 and all(type(x) is int and 0 <= x <= MAX_INT for x in v)
 
 
-def _scopes(v) -> bool:
+def scopes_ok(v) -> bool:
+    """A barrier record's ``scopes``: ``[source_scope, target_scope]`` per memory barrier,
+    ``[source_scope, target_scope, buffer or null, offset, length]`` per buffer barrier (the checks
+    read only a well-formed one)."""
     return type(v) is list and all(
-        type(e) is list and len(e) in (2, 5) and all(type(x) is int and 0 <= x <= MAX_INT for x in e[:2])
-        and (len(e) == 2 or ((e[2] is None or type(e[2]) is str) and type(e[3]) is int and type(e[4]) is int))
+        type(e) is list and len(e) in (2, 5) and _nat(e[0]) and _nat(e[1])
+        and (len(e) == 2 or (_str_or_null(e[2]) and _nat(e[3]) and _nat(e[4])))
         for e in v)
 
 
@@ -165,7 +168,7 @@ _IDS = (_strs, "a list of ids (strings)")
 _PAIRS = (_pairs, "a list of [semaphore, value] pairs")
 _ACCESS = (_accesses, "a list of [buffer, offset, length, mode] entries")
 _STAGES = (_stages, "a [source, target] pair of execution-stage masks")
-_SCOPES = (_scopes, "a list of [source_scope, target_scope] or [source_scope, target_scope, buffer, offset, length]")
+_SCOPES = (scopes_ok, "a list of [source_scope, target_scope] or [source_scope, target_scope, buffer, offset, length]")
 _TIME = (_nat, "a non-negative integer (nanoseconds)")  # (a start that may not be null)
 
 
@@ -248,7 +251,7 @@ def _cmd_ok(e) -> bool:
         if len(e) == 8 and start is not _ABSENT and track is not _ABSENT:
             return True
     return (("entry" not in e or _str_or_null(e["entry"])) and ("message" not in e or type(e["message"]) is str)
-            and ("stages" not in e or _stages(e["stages"])) and ("scopes" not in e or _scopes(e["scopes"]))
+            and ("stages" not in e or _stages(e["stages"])) and ("scopes" not in e or scopes_ok(e["scopes"]))
             and ("status" not in e or _nat_or_null(e["status"]))
             and ("ready" not in e or _time_ok(e, "ready")) and ("end" not in e or _time_ok(e, "end")))
 

@@ -224,10 +224,10 @@ class CommandBuffer:
     def execution_barrier(self, source_stages, target_stages, memory_barriers=(), buffer_barriers=()) -> None:
         """Record a barrier. ``memory_barriers``: ``(source_scope, target_scope)`` pairs;
         ``buffer_barriers``: ``(source_scope, target_scope, BufferRef)`` (``AccessScope`` flags).
-        Recorded as ``(source_stages, target_stages, barriers)``: each barrier's ``(source, target)``
-        scopes plus, for a buffer barrier, its direct ``Range`` (None: a binding-table slot or a
-        range the submit rejects) — what ``halsim check`` needs to see which accesses it makes
-        visible (docs/checks.md)."""
+        Resolved as ``(source_stages, target_stages, barriers)``: each barrier's ``(source, target)``
+        scopes plus, for a buffer barrier, its ``Range`` (resolved at submit like every command's
+        refs, a binding-table slot's through the table) — what ``halsim check`` needs to see which
+        accesses it makes visible (docs/checks.md)."""
         self._recording(CommandCategory.NONE, "execution_barrier")
         source_stages = _check_flags(source_stages, ExecutionStage, "source_stages")
         target_stages = _check_flags(target_stages, ExecutionStage, "target_stages")
@@ -247,15 +247,8 @@ class CommandBuffer:
                 raise HalError(StatusCode.INVALID_ARGUMENT,
                                f"buffer_barriers[{i}] must be (source_scope, target_scope, BufferRef)") from None
             what = f"buffer_barriers[{i}]"
-            ref = as_ref(ref, what, self.device)
-            refs.append((ref, ""))
-            rng = None
-            if not ref.is_indirect:
-                try:
-                    rng = resolve_direct(ref, what)
-                except HalError:
-                    pass   # out of range: refused at submit, where it always was (CB12)
-            barriers.append(_scopes((src, dst), what) + (rng,))
+            refs.append((as_ref(ref, what, self.device), ""))
+            barriers.append(_scopes((src, dst), what))  # (its Range joins it when resolved: _resolved)
         self._commands.append(_Recorded("barrier", tuple(refs), (source_stages, target_stages, tuple(barriers))))
 
     def signal_event(self, event: Event, source_stages) -> None:
@@ -536,6 +529,11 @@ def _overlap(a: Range, b: Range) -> bool:
 
 def _resolved(index: int, rec: _Recorded, ranges) -> Cmd:
     accesses = tuple((r, a) for r, a in ranges if a)
+    if rec.kind == "barrier" and ranges:  # each buffer barrier (after the memory ones) gets its Range
+        source, target, barriers = rec.args
+        k = len(barriers) - len(ranges)
+        barriers = barriers[:k] + tuple(b + (r,) for b, (r, _) in zip(barriers[k:], ranges))
+        return Cmd(index, "barrier", accesses, (source, target, barriers))
     if rec.kind == "dispatch":
         spec, wg, consts = rec.args
         n = spec.binding_count

@@ -120,8 +120,7 @@ class Recorder:
             barriers = cmd.args[2]
             ev["memory_barrier"] = bool(barriers)
             if barriers:  # the scopes they make visible (the checks; absent: none given, full)
-                ev["scopes"] = [[b[0], b[1]] if len(b) == 2 else
-                                [b[0], b[1]] + ([b[2].buffer.id, b[2].offset, b[2].length] if b[2] else [None, 0, 0])
+                ev["scopes"] = [[b[0], b[1]] if len(b) == 2 else [b[0], b[1], b[2].buffer.id, b[2].offset, b[2].length]
                                 for b in barriers]
         return ev
 

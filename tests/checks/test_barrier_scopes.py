@@ -8,41 +8,15 @@ import pytest
 from halsim.checks import check_trace
 from reference import hal
 from reference.trace import Trace
+from tests.checks.barrier_programs import fill_copy, findings, run
 
 ST, SC = hal.ExecutionStage, hal.AccessScope
 DEVICES = ["sim", "local-task"]
 
 
-def findings(trace):
-    return [(f.rule, f.ops, f.message) for f in check_trace(trace).findings]
-
-
-def run(uri, record):
-    """Record ``record(cb, exe, a, b)`` over two 64-byte buffers, execute it, return the trace."""
-    with hal.create_device(uri) as dev:
-        exe = dev.load_executable()
-        a, b = (dev.allocator.allocate_buffer(64) for _ in range(2))
-        cb = dev.create_command_buffer(0, hal.CommandCategory.TRANSFER | hal.CommandCategory.DISPATCH)
-        cb.begin()
-        record(cb, exe, a, b)
-        cb.end()
-        s = dev.create_semaphore()
-        dev.queue_execute([], [(s, 1)], cb)
-        s.wait(1, 5.0)
-        return dev.trace
-
-
-def fill_copy(memory_barriers=(), buffer_barriers=lambda a: ()):
-    def record(cb, _exe, a, _b):
-        cb.fill_buffer(hal.BufferRef(a, 0, 32), 7, 1)
-        cb.execution_barrier(ST.TRANSFER, ST.TRANSFER, memory_barriers, buffer_barriers(a))
-        cb.copy_buffer(hal.BufferRef(a, 0, 16), hal.BufferRef(a, 32, 16))
-    return record
-
-
 @pytest.mark.parametrize("uri", DEVICES)
 def test_a_memory_barrier_that_misses_the_write_leaves_it_invisible(uri):
-    trace = run(uri, fill_copy([(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
+    trace = run(uri, fill_copy(memory_barriers=[(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
     assert [e["scopes"] for e in trace.events("cmd") if e["kind"] == "barrier"] == [[[8, 4]]]
     assert findings(trace) == [
         ("hazard.raw", ["0:0.0", "0:0.2"],
@@ -100,7 +74,7 @@ def test_a_buffer_barrier_on_other_bytes_does_not_cover_the_write():
     ((), lambda a: [(SC.TRANSFER_WRITE, SC.TRANSFER_READ, hal.BufferRef(a, 0, 16))]),
 ])
 def test_scopes_that_cover_the_write_and_the_read_find_nothing(uri, memory, buffers):
-    assert findings(run(uri, fill_copy(memory, buffers))) == []
+    assert findings(run(uri, fill_copy(memory_barriers=memory, buffer_barriers=buffers))) == []
 
 
 def test_availability_and_visibility_chain_through_two_barriers():
@@ -115,7 +89,7 @@ def test_availability_and_visibility_chain_through_two_barriers():
 
 def test_a_trace_without_barrier_scopes_finds_nothing_new():
     # traces written before barriers recorded their scopes: every barrier orders memory
-    new = run("sim", fill_copy([(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
+    new = run("sim", fill_copy(memory_barriers=[(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
     old = Trace(new.header)
     for e in new:
         old.emit({k: v for k, v in e.items() if k != "scopes"})
@@ -124,7 +98,7 @@ def test_a_trace_without_barrier_scopes_finds_nothing_new():
 
 
 def test_a_malformed_scopes_record_orders_memory():
-    new = run("sim", fill_copy([(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
+    new = run("sim", fill_copy(memory_barriers=[(SC.DISPATCH_WRITE, SC.DISPATCH_READ)]))
     bad = Trace(new.header)
     for e in new:
         bad.emit(dict(e, scopes="xy") if e.get("kind") == "barrier" else dict(e))
@@ -149,3 +123,44 @@ def test_a_bad_access_scope_is_invalid_argument(kwargs, message):
         with pytest.raises(hal.HalError) as e:
             cb.execution_barrier(ST.TRANSFER, ST.TRANSFER, **kwargs)
         assert (e.value.code, e.value.message) == (hal.StatusCode.INVALID_ARGUMENT, message)
+
+
+def test_a_buffer_barrier_holding_part_of_a_read_does_not_make_the_rest_visible():
+    # the copy reads b0[0:16); the barrier holds b0[8:16) only: bytes [0:8) stay invisible
+    trace = run("sim", fill_copy(buffer_barriers=lambda a: [(SC.TRANSFER_WRITE, SC.TRANSFER_READ,
+                                                             hal.BufferRef(a, 8, 8))]))
+    assert findings(trace) == [
+        ("hazard.raw", ["0:0.0", "0:0.2"],
+         "copy 0:0.2 reads buffer b0[0:16) written by fill 0:0.0 in the same command buffer: the execution "
+         "barrier between them orders them but its memory barriers (0:0.1 TRANSFER_WRITE -> TRANSFER_READ on "
+         "b0[8:16)) do not make the write visible: no source scope holds the fill write (TRANSFER_WRITE) (RAW)"),
+    ]
+
+
+def test_the_missing_scope_is_the_one_found_for_the_reported_bytes():
+    # a copy of b0[8:16) splits the write in three pieces; the second copy reads all three: the
+    # barrier's buffer barrier holds the middle one, its memory barrier misses the copy's read for the
+    # others — the message names that (target) side, not one recomputed over the merged range
+    def record(cb, _exe, a, b):
+        cb.fill_buffer(hal.BufferRef(a, 0, 32), 7, 1)
+        cb.execution_barrier(ST.TRANSFER, ST.TRANSFER, [(SC.TRANSFER_WRITE, SC.DISPATCH_READ)],
+                             [(SC.TRANSFER_WRITE, SC.TRANSFER_READ, hal.BufferRef(a, 8, 8))])
+        cb.copy_buffer(hal.BufferRef(a, 8, 8), hal.BufferRef(b, 0, 8))
+        cb.copy_buffer(hal.BufferRef(a, 0, 32), hal.BufferRef(b, 32, 32))
+    (finding,) = findings(run("sim", record))
+    assert finding[:2] == ("hazard.raw", ["0:0.0", "0:0.3"])
+    assert finding[2].endswith("do not make the write visible: no target scope holds the copy read "
+                               "(TRANSFER_READ) (RAW)")
+
+
+@pytest.mark.parametrize("slot_buffer, found", [("a", []), ("b", ["hazard.raw"])])
+def test_a_buffer_barrier_on_a_table_slot_holds_the_range_the_table_gives(slot_buffer, found):
+    def record(cb, _exe, a, _b):
+        cb.fill_buffer(hal.BufferRef(a, 0, 32), 7, 1)
+        cb.execution_barrier(ST.TRANSFER, ST.TRANSFER, (),
+                             [(SC.TRANSFER_WRITE, SC.TRANSFER_READ, hal.BufferRef(slot=0, offset=0, length=32))])
+        cb.copy_buffer(hal.BufferRef(a, 0, 16), hal.BufferRef(a, 32, 16))
+    trace = run("sim", record, table=lambda a, b: [a if slot_buffer == "a" else b])
+    buf = "b0" if slot_buffer == "a" else "b1"
+    assert [e["scopes"] for e in trace.events("cmd") if e["kind"] == "barrier"] == [[[32, 16, buf, 0, 32]]]
+    assert [rule for rule, _ops, _msg in findings(trace)] == found

@@ -4,46 +4,17 @@ shows and IREE's local, CUDA and Metal drivers (which treat every barrier as ful
 
 import pytest
 
-from halsim.checks import check_trace
 from reference import hal
 from reference.trace import Trace
+from tests.checks.barrier_programs import fill_copy, findings, run
 
 ST = hal.ExecutionStage
 DEVICES = ["sim", "local-task", "sim:metal"]
 
 
-def findings(trace):
-    return [(f.rule, f.ops, f.message) for f in check_trace(trace).findings]
-
-
-def run(uri, record):
-    """Record a command buffer with ``record(cb, exe, a, b)`` over two 64-byte buffers, execute it,
-    return the device's trace."""
-    with hal.create_device(uri) as dev:
-        exe = dev.load_executable()
-        usage = hal.BufferUsage.DEFAULT | hal.BufferUsage.DISPATCH_INDIRECT_PARAMETERS
-        a, b = (dev.allocator.allocate_buffer(64, usage=usage) for _ in range(2))
-        cb = dev.create_command_buffer(0, hal.CommandCategory.TRANSFER | hal.CommandCategory.DISPATCH)
-        cb.begin()
-        record(cb, exe, a, b)
-        cb.end()
-        s = dev.create_semaphore()
-        dev.queue_execute([], [(s, 1)], cb)
-        s.wait(1, 5.0)
-        return dev.trace
-
-
-def fill_barrier_copy(src, dst):
-    def record(cb, _exe, a, _b):
-        cb.fill_buffer(hal.BufferRef(a, 0, 32), 7, 1)
-        cb.execution_barrier(src, dst)
-        cb.copy_buffer(hal.BufferRef(a, 0, 16), hal.BufferRef(a, 32, 16))
-    return record
-
-
 @pytest.mark.parametrize("uri", DEVICES)
 def test_a_barrier_between_dispatch_stages_does_not_order_a_fill_before_a_copy(uri):
-    trace = run(uri, fill_barrier_copy(ST.DISPATCH, ST.DISPATCH))
+    trace = run(uri, fill_copy(ST.DISPATCH, ST.DISPATCH))
     assert [e["stages"] for e in trace.events("cmd") if e["kind"] == "barrier"] == [[4, 4]]
     assert findings(trace) == [
         ("hazard.raw", ["0:0.0", "0:0.2"],
@@ -61,7 +32,7 @@ def test_a_barrier_between_dispatch_stages_does_not_order_a_fill_before_a_copy(u
     (ST.TRANSFER, ST.COMMAND_ISSUE),
 ])
 def test_a_barrier_whose_stages_cover_both_commands_orders_them(src, dst):
-    assert findings(run("sim", fill_barrier_copy(src, dst))) == []
+    assert findings(run("sim", fill_copy(src, dst))) == []
 
 
 @pytest.mark.parametrize("src, dst", [
@@ -71,7 +42,7 @@ def test_a_barrier_whose_stages_cover_both_commands_orders_them(src, dst):
     (ST.DISPATCH, ST.TRANSFER),
 ])
 def test_a_barrier_that_misses_either_stage_leaves_them_unordered(src, dst):
-    assert [rule for rule, _ops, _msg in findings(run("sim", fill_barrier_copy(src, dst)))] == ["hazard.raw"]
+    assert [rule for rule, _ops, _msg in findings(run("sim", fill_copy(src, dst)))] == ["hazard.raw"]
 
 
 def test_barriers_chain_through_their_stages():
@@ -127,7 +98,7 @@ def test_an_indirect_dispatch_reads_its_counts_in_command_process():
 
 def test_a_trace_without_barrier_stages_orders_by_every_barrier():
     # traces written before barriers recorded their stages: every barrier orders everything
-    new = run("sim", fill_barrier_copy(ST.DISPATCH, ST.DISPATCH))
+    new = run("sim", fill_copy(ST.DISPATCH, ST.DISPATCH))
     old = Trace(new.header)
     for e in new:
         old.emit({k: v for k, v in e.items() if k != "stages"})

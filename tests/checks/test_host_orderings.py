@@ -12,13 +12,11 @@ from halsim.checks import check_trace
 from reference import hal
 from reference.trace import Trace
 from tests.conftest import WAIT, join
+from tests.checks.barrier_programs import findings
 
 T = WAIT
 DEVICES = ["local-task", "sim", "sim:cuda"]
 
-
-def findings(trace) -> list:
-    return [(f.rule, f.ops, f.message) for f in check_trace(trace).findings]
 
 
 def run(uri: str, program) -> Trace:

@@ -6,14 +6,11 @@ import json
 
 import pytest
 
-from halsim.checks import check_trace
 from halsim.checks.cli import main_check
 from halsim.schedule import ScheduleError, load_schedule
 from reference import hal
+from tests.checks.barrier_programs import findings
 
-
-def findings(trace):
-    return [(f.rule, f.ops, f.message) for f in check_trace(trace).findings]
 
 
 @pytest.mark.parametrize("uri", ["local-sync", "local-task", "sim", "sim:metal"])

@@ -8,9 +8,11 @@ Rules (Vulkan syncval's taxonomy; which access is "first" is the order they ran 
 
 ``scope`` says where the missing ordering belongs: ``command_buffer`` (two commands between the same
 two barriers of one command buffer: add an execution barrier), ``queue`` (two operations: add a
-semaphore wait, or put them on one in-order queue) or ``host`` (a host access — ``map_read``,
+semaphore wait, or put them on one in-order queue), ``host`` (a host access — ``map_read``,
 ``map_write``, ``map_fill``, ``map_copy``, ``map_range`` — and a command: wait on the host for the
-command's semaphore before touching the bytes, or make the op wait for one the host signals after).
+command's semaphore before touching the bytes, or make the op wait for one the host signals after)
+or ``memory`` (two commands a barrier orders whose memory or buffer barriers do not make the write
+visible: widen their access scopes).
 A host call's function accesses as the host call (after its waits, before its signals).
 
 Shadow memory per buffer, FastTrack-style: each byte range remembers its last write and, per lane,
@@ -126,11 +128,12 @@ class HazardChecker:
         for iv in ivs[first:last]:
             w, reads = iv[2], iv[3]
             if w is not None:
-                scope = self._conflict(w, cur)
+                scope, side = self._conflict(w, cur), None
                 if scope is None and w.op == cur.op and w.op in self.model.memory:
-                    scope = self._unseen(w, cur, mode != "r", buf, iv[0], iv[1])
+                    side = self._unseen(w, cur, mode != "r", buf, iv[0], iv[1])
+                    scope = side and "memory"
                 if scope:
-                    self._report("raw" if mode != "w" else "waw", w, cur, buf, iv[0], iv[1], scope)
+                    self._report("raw" if mode != "w" else "waw", w, cur, buf, iv[0], iv[1], scope, side)
             if writes:
                 for r in reads.values():
                     scope = self._conflict(r, cur)
@@ -146,9 +149,10 @@ class HazardChecker:
                 iv[3][lane] = cur   # an earlier read on the same lane happens before this one
 
     def _unseen(self, w: _Access, cur: _Access, write: bool, buf: str, lo: int, hi: int) -> str | None:
-        """``"memory"`` when the barriers that order command ``w`` (a write) before ``cur`` in one
-        command buffer have memory barriers that do not make the write visible to ``cur``'s access
-        (HAL_SEMANTICS CB9 read as Vulkan reads them; a barrier with none makes everything visible)."""
+        """When the barriers that order command ``w`` (a write) before ``cur`` in one command buffer
+        have memory barriers that do not make the write visible to ``cur``'s access (HAL_SEMANTICS
+        CB9 read as Vulkan reads them; a barrier with none makes everything visible): the side no
+        scope holds, ``"source"`` or ``"target"`` (:func:`~..model.unseen`); else None."""
         if w.index is None or cur.index is None or w.index >= cur.index:
             return None
         need = WRITE_SCOPE_OF.get(cur.kind) if write else READ_SCOPE_OF.get(cur.kind)
@@ -156,7 +160,7 @@ class HazardChecker:
         if need is None or source is None:
             return None
         between = self.model.ops[cur.op].between(w.index, cur.index)
-        return "memory" if unseen(self.model.memory[cur.op], between, source, need, write, buf, lo, hi) else None
+        return unseen(self.model.memory[cur.op], between, source, need, write, buf, lo, hi)
 
     @staticmethod
     def _split(starts: list, ivs: list, lo: int, hi: int) -> tuple[int, int]:
@@ -191,7 +195,7 @@ class HazardChecker:
 
     # -- findings ---------------------------------------------------------------------------------
 
-    def _report(self, kind, prior, cur, buf, lo, hi, scope) -> None:
+    def _report(self, kind, prior, cur, buf, lo, hi, scope, side=None) -> None:
         if scope != "command_buffer" and cur.enq < prior.enq:
             # name racing ops in program (submission) order, not in the order this run happened
             # to execute them: a consumer that ran before its producer still reads after it (RAW)
@@ -200,18 +204,18 @@ class HazardChecker:
         key = (kind, prior.op, prior.index, cur.op, cur.index, buf)
         entry = self.found.get(key)
         if entry is None:
-            self.found[key] = [kind, prior, cur, buf, lo, hi, scope]
+            self.found[key] = [kind, prior, cur, buf, lo, hi, scope, side]
         else:
             entry[4], entry[5] = min(entry[4], lo), max(entry[5], hi)
 
     def findings(self) -> list[Finding]:
         out = []
-        for kind, prior, cur, buf, lo, hi, scope in self.found.values():
+        for kind, prior, cur, buf, lo, hi, scope, side in self.found.values():
             a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
                 why = self._within(prior, cur)
             elif scope == "memory":
-                why = self._invisible(kind, prior, cur, buf, lo, hi)
+                why = self._invisible(kind, prior, cur, side)
             elif scope == "host":
                 why = "with no semaphore wait ordering them"
             else:
@@ -241,19 +245,20 @@ class HazardChecker:
                 f"({stage_names(STAGES_OF.get(b.kind, 0))}) work")
 
 
-    def _invisible(self, kind: str, w: _Access, cur: _Access, buf: str, lo: int, hi: int) -> str:
+    def _invisible(self, kind: str, w: _Access, cur: _Access, side: str) -> str:
         """Why a write is not visible to a later command across barriers that order them: the
-        barriers' memory barriers, and the access scope none of them holds."""
+        barriers' memory barriers, and the access scope (``side``, as :meth:`_unseen` found) none of
+        them holds."""
         op = self.model.ops[cur.op]
         between = op.between(w.index, cur.index)
         memory = self.model.memory[cur.op]
         write = kind == "waw"
-        source = WRITE_SCOPE_OF[w.kind]
-        need = WRITE_SCOPE_OF[cur.kind] if write else READ_SCOPE_OF[cur.kind]
-        side = unseen(memory, between, source, need, write, buf, lo, hi)
         bars = "; ".join(f"{cmd_id(op.id, b)} " + ", ".join(_entry(e) for e in memory[b]) for b in between)
-        missing, what = (source, f"{w.kind} write") if side == "source" else \
-            (need, f"{cur.kind} {'write' if write else 'read'}")
+        if side == "source":
+            missing, what = WRITE_SCOPE_OF[w.kind], f"{w.kind} write"
+        else:
+            missing = WRITE_SCOPE_OF[cur.kind] if write else READ_SCOPE_OF[cur.kind]
+            what = f"{cur.kind} {'write' if write else 'read'}"
         return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
                 f"them order{'' if len(between) > 1 else 's'} them but {'their' if len(between) > 1 else 'its'} "
                 f"memory barriers ({bars}) do not make the write visible: no {side} scope holds the {what} "
