@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import random
 
+from reference.kernels import ELEMENT, KERNELS as SPECS, work_items
+
 # kernels and the access of each binding (reference/kernels)
 KERNELS = {
     "negate": ("r", "w"),
@@ -258,7 +260,8 @@ class _Gen:
             return None
         cmd = {"cmd": "dispatch", "entry": entry, "workgroups": [ch.int(1, 4), 1, 1],
                "constants": [ch.int(0, 9) for _ in range(CONSTANTS.get(entry, 0))], "bindings": refs}
-        stored = _stored_bytes(entry, cmd["workgroups"][0], [hi - lo for _, lo, hi in spans])
+        stored = ELEMENT * work_items(SPECS[entry], cmd["workgroups"], cmd["constants"],
+                                      [hi - lo for _, lo, hi in spans])
         return cmd, acc, [(name, lo, lo + stored) for (name, lo, _), access in zip(spans, KERNELS[entry])
                           if "w" in access]
 
@@ -448,16 +451,6 @@ def _covers(written: int, lo: int, hi: int) -> bool:
     """Whether bitmask ``written`` has every byte of [lo, hi)."""
     full = (1 << (hi - lo)) - 1
     return (written >> lo) & full == full
-
-
-def _stored_bytes(entry: str, workgroups: int, lengths: list[int]) -> int:
-    """Bytes a dispatch of ``entry`` stores from the start of each written binding: the reference
-    kernels' (and real_backends' ``work_items``) bound on 4-byte elements."""
-    if entry in ("write_workgroup_ids", "spin"):
-        return 4 * min(workgroups, lengths[0] // 4)
-    if entry == "write_constants":
-        return min(16, lengths[0])
-    return min(lengths)        # element-wise: over the shorter of input and output
 
 
 def _conflict(a, b, same=False) -> bool:

@@ -4,7 +4,7 @@ Every kernel of the builtin library (``reference.kernels.LIBRARY``) exists in Op
 (``kernels/builtin.cl``), CUDA C (``builtin.cu``) and MSL (``builtin.metal``), named ``hal_<name>``
 (:func:`symbol`: ``abs`` is a builtin function in all three languages), with one signature shape:
 for each binding a byte pointer and a byte offset, then the 32-bit constants, then ``n`` — the number
-of work items, computed on the host by :func:`work_items` exactly as the NumPy reference bounds its
+of work items, computed on the host by :func:`reference.kernels.work_items` exactly as the NumPy reference bounds its
 loop, so every language guards ``if (i >= n) return;`` and nothing else. (Metal passes the offsets,
 constants and ``n`` as one ``constant uint*`` array after the buffers.)
 
@@ -15,11 +15,6 @@ constants are the HAL's 32-bit words; ``n`` is 32-bit everywhere (the kernels in
 ``i``, Metal's ``thread_position_in_grid`` is ``uint``), so a dispatch of 2^32 or more work items —
 bindings of 16 GiB and more — is refused.
 
->>> from reference.kernels import KERNELS
->>> work_items(KERNELS["scale_and_offset"], (1, 1, 1), (3, 10), [16, 8])   # min(4, 2) elements
-2
->>> work_items(KERNELS["write_workgroup_ids"], (5, 1, 1), (), [64])
-5
 """
 
 from __future__ import annotations
@@ -30,26 +25,10 @@ from reference.hal import HalError, StatusCode
 from reference.kernels import LIBRARY, KernelSpec
 
 SOURCES = os.path.join(os.path.dirname(__file__), "kernels")
-ELEMENT = 4  # every binding of the builtin library holds 32-bit elements
 # Bits of a binding's byte offset per kernel language. MSL keeps 32: its offsets share the `uint`
 # params array with the constants, and a wider layout could not be compiled or run where CI runs.
 OFFSET_BITS = {"cu": 64, "cl": 64, "metal": 32}
 N_BITS = 32  # work items: the kernels' index `i` is 32-bit in every language
-
-
-def work_items(spec: KernelSpec, workgroups, constants, lengths) -> int:
-    """Work items for a dispatch of ``spec`` over bindings of ``lengths`` bytes (see the module doc)."""
-    elems = [n // ELEMENT for n in lengths]
-    name = spec.name
-    if name in ("abs", "scale_and_offset", "negate", "double_it", "axpy"):
-        return min(elems[0], elems[1])
-    if name == "write_constants":
-        return min(4, elems[0])
-    if name == "write_dispatch_params":
-        return min(3, elems[0])
-    if name in ("write_workgroup_ids", "spin"):
-        return min(int(workgroups[0]), elems[0])
-    raise KeyError(f"no launch rule for kernel {name!r}")
 
 
 def fits(value: int, bits: int, what: str) -> int:

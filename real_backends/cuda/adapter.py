@@ -67,9 +67,10 @@ import weakref
 import numpy as np
 
 from reference.hal import HalError, Range, StatusCode
+from reference.kernels import work_items
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import launch_arguments, symbol, work_items
+from ..common.kernel_abi import launch_arguments, symbol
 from .graphs import GraphCache, _address, overlapping
 from .nvrtc import compile_image, nvrtc_version, pick_image
 

@@ -58,9 +58,10 @@ import numpy as np
 from reference.hal import HalError, Range, StatusCode
 from reference.utils.command_segments import MACOS, Encoder, EncoderEvent, plan_segments, repeated_byte
 from reference.utils.metal_storage import resource_options
+from reference.kernels import work_items
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import fits, launch_arguments, source, symbol, work_items
+from ..common.kernel_abi import fits, launch_arguments, source, symbol
 
 COMPLETED, ERROR = 4, 5                 # MTLCommandBufferStatus
 DISPATCH_CONCURRENT = 1                 # MTLDispatchTypeConcurrent

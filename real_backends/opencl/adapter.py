@@ -27,9 +27,10 @@ from typing import NamedTuple
 import numpy as np
 
 from reference.hal import HalError, Range, StatusCode
+from reference.kernels import work_items
 
 from ..common.engine import Adapter, Backoff, WaitFailed
-from ..common.kernel_abi import LIBRARY, launch_arguments, source, symbol, work_items
+from ..common.kernel_abi import LIBRARY, launch_arguments, source, symbol
 
 PLATFORM = "Portable Computing Language"
 _PATTERN_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}

@@ -117,6 +117,33 @@ KERNELS: dict[str, KernelSpec] = {k.name: k for k in LIBRARY}
 LIBRARIES: dict[str, tuple[KernelSpec, ...]] = {"builtin": LIBRARY}
 
 
+ELEMENT = 4  # every binding of the library holds 32-bit elements
+
+
+def work_items(spec: KernelSpec, workgroups, constants, lengths) -> int:
+    """The elements a dispatch of ``spec`` over bindings of ``lengths`` bytes computes — how far the
+    NumPy implementations above go, and the ``n`` every real backend's kernel guards with
+    (``real_backends.common.kernel_abi``); a dispatch writes that many elements from the start of
+    each binding it writes (the program generator's transients rely on it).
+
+    >>> work_items(KERNELS["scale_and_offset"], (1, 1, 1), (3, 10), [16, 8])   # min(4, 2) elements
+    2
+    >>> work_items(KERNELS["write_workgroup_ids"], (5, 1, 1), (), [64])
+    5
+    """
+    elems = [n // ELEMENT for n in lengths]
+    name = spec.name
+    if name in ("abs", "scale_and_offset", "negate", "double_it", "axpy"):
+        return min(elems[0], elems[1])
+    if name == "write_constants":
+        return min(4, elems[0])
+    if name == "write_dispatch_params":
+        return min(3, elems[0])
+    if name in ("write_workgroup_ids", "spin"):
+        return min(int(workgroups[0]), elems[0])
+    raise KeyError(f"no launch rule for kernel {name!r}")
+
+
 def run_kernel(spec: KernelSpec, workgroups, constants, views) -> None:
     """Run ``spec`` on byte views of its bindings (element arrays are views: writes land in place)."""
     arrays = []

@@ -7,7 +7,7 @@ import pytest
 
 from halsim.campaigns.fuzz import check_document
 from halsim.campaigns.generate import generate
-from real_backends.common.kernel_abi import work_items
+from reference.kernels import work_items
 from reference.kernels import KERNELS
 
 QUEUE_CALLS = ("execute", "barrier", "fill", "copy", "update", "dispatch", "alloca", "dealloca")
