@@ -1,5 +1,6 @@
 """Shared test helpers: every wait in the suite is bounded (a hang fails, never blocks CI)."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -14,6 +15,30 @@ WAIT = 10.0  # seconds: the bound used wherever IREE's tests wait forever
 def join(thread: threading.Thread, timeout: float = WAIT) -> None:
     thread.join(timeout)
     assert not thread.is_alive(), f"thread {thread.name} did not finish within {timeout} s"
+
+
+def open_device(uri: str, why: str | None = None):
+    """``hal.create_device(uri)``, or skip the test when the device is UNAVAILABLE here (no OpenCL
+    platform, no GPU, not macOS), saying ``why`` (default: "device URI unavailable") and the driver's
+    reason; any other error is raised."""
+    from reference import hal
+
+    try:
+        return hal.create_device(uri)
+    except hal.HalError as e:
+        if e.code != hal.StatusCode.UNAVAILABLE:
+            raise
+        pytest.skip(f"{why or f'device {uri} unavailable'}: {e.message}")
+
+
+@pytest.fixture
+def no_gc():
+    """The cyclic collector off for the test: what it frees must go by reference counting alone."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(params=["local-sync", "local-task"])

@@ -14,6 +14,7 @@ device, default 0; or the URI's path, as IREE: ``cuda:1``) and ``graphs`` (reusa
 from __future__ import annotations
 
 from reference.hal import DeviceInfo, Driver, HalError, StatusCode
+from reference.hal.driver import unsupported_path
 from reference.utils.cts_exclusions import sticky_failure
 
 from ..common.device import EngineDevice, int_option
@@ -34,7 +35,7 @@ def path_ordinal(path: str, options: dict) -> int:
     if not path:
         return given
     if not (path.isascii() and path.isdigit()):
-        raise HalError(StatusCode.NOT_FOUND, f"cuda: unsupported device path {path!r} (a device ordinal: cuda:1)")
+        raise unsupported_path("cuda", path, "a device ordinal: cuda:1")
     ordinal = int(path)
     if given not in (0, ordinal):
         raise HalError(StatusCode.INVALID_ARGUMENT, f"cuda:{path}: option ordinal={given} names another device")
@@ -73,7 +74,8 @@ class CudaDriver(Driver):
                 for i, name in enumerate(names)]
 
     def _create(self, path, options):
-        return CudaDevice("cuda" + (f":{path}" if path else ""), options, path_ordinal(path, options))
+        ordinal = path_ordinal(path, options)  # (named as query_available_devices names it: cuda:1)
+        return CudaDevice("cuda" + (f":{ordinal}" if ordinal else ""), options, ordinal)
 
 
 driver = CudaDriver()

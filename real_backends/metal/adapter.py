@@ -61,7 +61,7 @@ from reference.utils.metal_storage import resource_options
 from reference.kernels import work_items
 
 from ..common.engine import Adapter
-from ..common.kernel_abi import fits, launch_arguments, source, symbol
+from ..common.kernel_abi import OFFSET_BITS, fits, launch_arguments, source, symbol
 
 COMPLETED, ERROR = 4, 5                 # MTLCommandBufferStatus
 DISPATCH_CONCURRENT = 1                 # MTLDispatchTypeConcurrent
@@ -370,8 +370,8 @@ class MetalAdapter(Adapter):
                     enc.fillBuffer_range_value_(buf, (target.offset, target.length), repeated_byte(pattern))
                 else:
                     widened = int.from_bytes((pattern * (4 // len(pattern)))[:4], "little")
-                    params = [fits(target.offset, 32, "fill_buffer_generic target offset"),
-                              fits(target.length, 32, "fill_buffer_generic length"), widened]
+                    params = [fits(target.offset, OFFSET_BITS["metal"], "fill_buffer_generic target offset"),
+                              fits(target.length, OFFSET_BITS["metal"], "fill_buffer_generic length"), widened]
                     self._run(enc, "fill_buffer_generic", [buf], params, target.length)
             elif cmd.kind in ("copy", "update"):
                 target = cmd.accesses[-1][0]
@@ -398,9 +398,9 @@ class MetalAdapter(Adapter):
                     else:
                         if k:  # the second kernel reads what the first wrote (a concurrent encoder)
                             enc.memoryBarrierWithScope_(BARRIER_SCOPE_BUFFERS)
-                        params = [fits(a_off, 32, "copy_buffer_generic source offset"),
-                                  fits(b_off, 32, "copy_buffer_generic target offset"),
-                                  fits(target.length, 32, "copy_buffer_generic length")]
+                        params = [fits(a_off, OFFSET_BITS["metal"], "copy_buffer_generic source offset"),
+                                  fits(b_off, OFFSET_BITS["metal"], "copy_buffer_generic target offset"),
+                                  fits(target.length, OFFSET_BITS["metal"], "copy_buffer_generic length")]
                         self._run(enc, "copy_buffer_generic", [a, b], params, target.length)
             elif cmd.kind == "dispatch":
                 spec, workgroups, constants, bindings = cmd.args

@@ -103,12 +103,18 @@ def parse_uri(uri: str) -> tuple[str, str, dict]:
     return scheme, path, options
 
 
-def default_path_only(scheme: str, path: str, accepted: str) -> None:
+def unsupported_path(scheme: str, path: str, accepted: str | None = None) -> HalError:
+    """NOT_FOUND naming a device ``path`` driver ``scheme`` does not take and saying what it does
+    (``accepted``; by default: one device, the empty path)."""
+    accepted = accepted or f"{scheme} has one device: the empty path, {scheme} or {scheme}://"
+    return HalError(StatusCode.NOT_FOUND, f"{scheme}: unsupported device path {path!r} ({accepted})")
+
+
+def default_path_only(scheme: str, path: str, accepted: str | None = None) -> None:
     """The path check of a driver with one device per configuration: only the empty path (IREE's
-    local-task and local-sync refuse any other: NOT_FOUND "device paths not yet implemented"), else
-    NOT_FOUND naming ``path`` and saying what is ``accepted``."""
+    local-task and local-sync refuse any other: NOT_FOUND "device paths not yet implemented")."""
     if path:
-        raise HalError(StatusCode.NOT_FOUND, f"{scheme}: unsupported device path {path!r} ({accepted})")
+        raise unsupported_path(scheme, path, accepted)
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,12 +43,11 @@ def check_payload(value, what: str = "value") -> int:
 class Timepoint:
     """A registered interest in ``semaphore >= value``; :meth:`cancel` withdraws it."""
 
-    __slots__ = ("value", "callback", "cancelled", "dead")
+    __slots__ = ("value", "callback", "dead")
 
-    def __init__(self, value: int, callback: Callback, dead: list | None = None):
+    def __init__(self, value: int, callback: Callback, dead: list):
         self.value = value
-        self.callback = callback
-        self.cancelled = False
+        self.callback = callback  # None once cancelled
         # the semaphore's count of cancelled entries (a one-item list: a reference to the semaphore
         # itself would make a cycle through its heap, and a dropped semaphore's host_release would
         # wait for the cyclic collector)
@@ -59,8 +58,7 @@ class Timepoint:
         ``add_timepoint`` finds most of the heap cancelled (a host polling with short timeouts must not
         grow it without bound; IREE unlinks a cancelled timepoint). It takes no lock (it may be called
         from inside another semaphore's timepoint callback); the count only decides when to compact."""
-        if not self.cancelled:
-            self.cancelled = True
+        if self.callback is not None:
             self.callback = None  # drop what the callback holds (a waiter's condition, an op) now
             if self.dead is not None:
                 self.dead[0] += 1
@@ -195,7 +193,7 @@ class Semaphore:
                 tp = heapq.heappop(heap)[2]
                 tp.dead = None  # out of the heap: a later cancel() counts nothing there
                 callback = tp.callback  # (taken under the lock; a cancel racing with us clears it)
-                if callback is not None and not tp.cancelled:
+                if callback is not None:
                     fired.append(callback)
             if not heap:
                 self._dead[0] = 0
@@ -211,7 +209,7 @@ class Semaphore:
             self._failure = error
             if on_failed is not None:
                 on_failed()
-            fired = [cb for cb in (tp.callback for _, _, tp in self._timepoints if not tp.cancelled) if cb is not None]
+            fired = [cb for cb in (tp.callback for _, _, tp in self._timepoints) if cb is not None]  # (read once)
             self._timepoints = []
             self._dead[0] = 0
         for callback in fired:
@@ -229,7 +227,7 @@ class Semaphore:
                 heap = self._timepoints
                 dead = self._dead
                 if dead[0] > 32 and 2 * dead[0] > len(heap):
-                    heap[:] = [entry for entry in heap if not entry[2].cancelled]
+                    heap[:] = [entry for entry in heap if entry[2].callback is not None]
                     heapq.heapify(heap)
                     dead[0] = 0
                 tp = Timepoint(value, callback, dead)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from reference import hal
+from tests.conftest import join
 
 from .harness import WAIT
 
@@ -63,7 +64,7 @@ def test_fake_context_rules():
     errors = []
     thread = threading.Thread(target=lambda: errors.extend(_call(fake.cuMemAlloc, 16)))
     thread.start()
-    thread.join(WAIT)
+    join(thread)
     assert errors and "no current context" in errors[0]  # the context is current per thread
     fake.cuDevicePrimaryCtxRelease(fake.CUdevice(1))
     with pytest.raises(FakeDriverError, match="was reset"):
@@ -306,12 +307,16 @@ def test_the_uri_path_is_the_device_ordinal():
     from real_backends.cuda import driver
 
     with install(FakeCuda(device_count=2)):
-        with hal.create_device("cuda:1") as dev:
-            assert int(dev.adapter.cu_device) == 1 and dev.uri == "cuda:1"
-        with hal.create_device("cuda:1?ordinal=1") as dev:
-            assert int(dev.adapter.cu_device) == 1
-        with hal.create_device("cuda") as dev:
-            assert int(dev.adapter.cu_device) == 0
+        # named by the ordinal, as query_available_devices names it, however the URI spells it
+        for uri, ordinal, name in (("cuda:1", 1, "cuda:1"), ("cuda://1", 1, "cuda:1"), ("cuda:01", 1, "cuda:1"),
+                                   ("cuda?ordinal=1", 1, "cuda:1"), ("cuda:1?ordinal=1", 1, "cuda:1"),
+                                   ("cuda", 0, "cuda"), ("cuda://", 0, "cuda"), ("cuda:0", 0, "cuda")):
+            with hal.create_device(uri) as dev:
+                assert (int(dev.adapter.cu_device), dev.uri, dev.trace.header["device"]) == (ordinal, name, name)
+        with pytest.raises(hal.HalError) as e:
+            hal.create_device("cuda://2")
+        assert (e.value.code, e.value.message) == (hal.StatusCode.NOT_FOUND,
+                                                   "cuda: no device 2 (the driver has 2: ordinals 0 to 1)")
         with pytest.raises(hal.HalError) as e:
             hal.create_device("cuda:1?ordinal=2")
         assert e.value.code == hal.StatusCode.INVALID_ARGUMENT

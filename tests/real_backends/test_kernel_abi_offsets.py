@@ -131,18 +131,6 @@ def test_opencl_kernel_args_pass_offsets_as_ulong():
         "axpy binding 0 offset = 18446744073709551616")
 
 
-@pytest.fixture(scope="module")
-def opencl():
-    try:
-        dev = hal.create_device("opencl")
-    except hal.HalError as e:
-        if e.code != hal.StatusCode.UNAVAILABLE:
-            raise
-        pytest.skip(f"no OpenCL device: {e}")
-    yield dev
-    dev.close()
-
-
 def test_opencl_kernels_declare_ulong_offsets(opencl):
     """PoCL's kernel arg info for builtin.cl: uchar*, ulong per binding, then uint constants and n."""
     import pyopencl as cl
@@ -152,11 +140,3 @@ def test_opencl_kernels_declare_ulong_offsets(opencl):
         kernel = getattr(program, symbol(spec.name))
         names = [kernel.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME) for i in range(kernel.num_args)]
         assert names == ["uchar*", "ulong"] * spec.binding_count + ["uint"] * (spec.constant_count + 1), spec.name
-
-
-def test_opencl_dispatch_at_an_offset(opencl):
-    rng = np.random.default_rng(12)
-    for name in ("axpy", "scale_and_offset"):
-        workgroups, constants, datas = random_inputs(name, rng)
-        assert dispatch(opencl, name, workgroups, constants, datas, offset=12) == \
-            expected(name, workgroups, constants, datas), name

@@ -12,22 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import hal
 from reference.kernels import LIBRARY
 
 from .harness import dispatch, expected, random_inputs
-
-
-@pytest.fixture(scope="module")
-def opencl():
-    try:
-        dev = hal.create_device("opencl")
-    except hal.HalError as e:
-        if e.code != hal.StatusCode.UNAVAILABLE:
-            raise
-        pytest.skip(f"no OpenCL device: {e}")
-    yield dev
-    dev.close()
 
 
 def _trials(opencl, name, count=6):

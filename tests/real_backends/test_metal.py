@@ -48,14 +48,9 @@ def test_metal_smoke_on_a_mac():
     from reference.kernels import LIBRARY
 
     from .harness import dispatch, expected, random_inputs
+    from tests.conftest import open_device
 
-    try:
-        dev = hal.create_device("metal")
-    except hal.HalError as e:
-        if e.code != hal.StatusCode.UNAVAILABLE:
-            raise
-        pytest.skip(f"gpu test: no Metal device here ({e.message})")
-    with dev:
+    with open_device("metal", "gpu test: no Metal device here") as dev:
         rng = np.random.default_rng(3)
         for spec in LIBRARY:
             workgroups, constants, datas = random_inputs(spec.name, rng)

@@ -5,19 +5,11 @@ exact ``HalError`` a call raises."""
 import pytest
 
 from reference import hal
+from tests.conftest import open_device  # noqa: F401 (the reference tests import it from here)
 
 INFOS = hal.available_devices()
 ASYNC = [info for info in INFOS if "async_queue" in info.capabilities]
 INDIRECT = [info for info in INFOS if "indirect" in info.capabilities]
-
-
-def open_device(uri):
-    try:
-        return hal.create_device(uri)
-    except hal.HalError as e:
-        if e.code == hal.StatusCode.UNAVAILABLE:
-            pytest.skip(f"device {uri} unavailable: {e.message}")
-        raise
 
 
 @pytest.fixture(params=INFOS, ids=[info.uri for info in INFOS])

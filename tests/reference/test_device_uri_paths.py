@@ -77,21 +77,6 @@ def test_metal_takes_only_the_empty_path():
                                    "the system default: the empty path, metal)")
 
 
-def test_cuda_takes_an_ordinal():
-    pytest.importorskip("cuda.bindings", reason="the 'cuda' extra (cuda-bindings) is not installed")
-    from tests.real_backends.fake_cuda import FakeCuda, install
-
-    with install(FakeCuda(device_count=2)):
-        with hal.create_device("cuda://1") as dev:
-            assert int(dev.adapter.cu_device) == 1 and dev.uri == "cuda:1"
-        with hal.create_device("cuda://") as dev:
-            assert int(dev.adapter.cu_device) == 0 and dev.uri == "cuda"
-        e = _error("cuda://2")
-        assert (e.code, e.message) == (S.NOT_FOUND, "cuda: no device 2 (the driver has 2: ordinals 0 to 1)")
-        e = _error("cuda://foo")
-        assert (e.code, e.message) == (S.NOT_FOUND, "cuda: unsupported device path 'foo' (a device ordinal: cuda:1)")
-
-
 def test_sim_personality_after_slashes():
     with hal.create_device("sim://metal") as dev:
         assert dev.uri == "sim:metal"

@@ -35,7 +35,7 @@ class SyncDriver(Driver):
                            "inline execution on the calling thread")]
 
     def _create(self, path, options):
-        default_path_only("local-sync", path, "local-sync has one device: the empty path, local-sync or local-sync://")
+        default_path_only("local-sync", path)
         return SyncDevice("local-sync", options)
 
 

@@ -24,7 +24,7 @@ class TaskDriver(Driver):
                            "asynchronous: pending set, worker threads, wait-before-signal")]
 
     def _create(self, path, options):
-        default_path_only("local-task", path, "local-task has one device: the empty path, local-task or local-task://")
+        default_path_only("local-task", path)
         return TaskDevice("local-task", options)
 
 

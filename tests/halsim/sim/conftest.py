@@ -1,7 +1,5 @@
 """Helpers for the simulator's tests: devices that are always closed, and exact cost models."""
 
-import gc
-
 import pytest
 
 from halsim.sim.driver import driver
@@ -48,13 +46,3 @@ def make():
 @pytest.fixture(params=["generic", "sync"])
 def personality(request) -> str:
     return request.param
-
-
-@pytest.fixture
-def no_gc():
-    """The cyclic collector off for the test: what it frees must go by reference counting alone."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
