@@ -47,7 +47,6 @@ from .host import HostThreads
 from .lifetimes import SimRecorder, unretain
 
 MAX_QUEUES = 64
-INF = float("inf")
 SYNC_LOCK_S = 1.0  # real seconds a traced Queue.put/Event.set... waits for the device lock
 SHUTDOWN_ROUNDS = 64  # close: cancel-and-run rounds at most (each cancels what waits; see _shutdown)
 JOIN_POLL_S = 0.01  # a host call joining a thread: how often it looks whether the thread waits for the device
@@ -130,8 +129,8 @@ class SimDevice(Device):
         self.retain_resources = options["retain_resources"]
         self.rng = random.Random(options["seed"])  # for models with randomness (and fault_rate)
         self.faults = parse_faults(options["faults"], options["fault_rate"])  # None: no fault injection
-        self.history = SemaphoreHistory(self.cost.wake_ns)
         self.threads = HostThreads(self.env, self._lock, self._diagnose)
+        self.history = self._make_history()
         self.history.bind(self.env, self.threads)  # (bounded: prunes what no wait can ask about any more)
         self.now = self.threads.clock  # what now() returns, without a call in between (it is called a lot)
         self._thread_count = 0
@@ -147,6 +146,10 @@ class SimDevice(Device):
         self.trace.header["cost_model"] = self.cost.to_dict()
         self.recorder = SimRecorder(self.trace, self.now, self.retain_resources, weakref.ref(self))
         self._gc_hold = gc_tuning.hold(self)  # released at close (or when the device is collected)
+
+    def _make_history(self) -> SemaphoreHistory:
+        """The semaphore history the device's waits read (a personality may see signals later)."""
+        return SemaphoreHistory(self.cost.wake_ns)
 
     # -- clock and host threads ---------------------------------------------------------------------
 
@@ -219,9 +222,9 @@ class SimDevice(Device):
     def _trace_join(self, thread: int, joined: int) -> None:
         with self._lock:  # (at the joiner's clock, among the device calls)
             self.threads.gate_current()
-            giver = self.threads.record_at(joined)
-            if giver is not None:
-                self._received_at(self.threads.clock_of(giver))  # (the joined thread's clock at its end)
+            clock = self.threads.clock_at(joined)  # (the joined thread's clock at its end)
+            if clock is not None:
+                self._received_at(clock)
             super()._trace_join(thread, joined)
 
     def _host_release(self, via: str):
@@ -280,9 +283,7 @@ class SimDevice(Device):
 
     # -- API calls (serialized, charged) -------------------------------------------------------------
 
-    @_api()
-    def create_semaphore(self, initial_value: int = 0):
-        return Device.create_semaphore(self, initial_value)  # (the recorder's host_release forgets its history)
+    create_semaphore = _api()(Device.create_semaphore)  # (the recorder's host_release forgets its history)
 
     create_command_buffer = _api()(Device.create_command_buffer)
     create_event = _api()(Device.create_event)
@@ -409,31 +410,15 @@ class SimDevice(Device):
         the semaphores' history, in virtual-time order: the earliest time from ``start`` on at which
         its condition held as the waiter sees it (:meth:`SemaphoreHistory.effective`) — every value
         reached (ALL) or one (ANY), unless a semaphore of the list had failed by then (the failure
-        dominates, the earliest one; its error is the outcome). None if nothing resolves it yet."""
+        dominates, the earliest one; its error is the outcome). None if nothing resolves it yet.
+        (:class:`WaitTally`'s rule, over the list as it stands.)"""
         if not timepoints:
             return start, None
-        history = self.history
-        effective = history.effective
-        any_mode = mode == WaitMode.ANY
-        reach = fail = None
-        error = None
-        for sem, value in timepoints:
-            failure = sem.failure
-            if failure is not None:
-                t = effective(*history.failure(sem.id), me, start)
-                if fail is None or t < fail:
-                    fail, error = t, failure
-            if sem.last_value >= value:  # (kept after a failure: it may have been reached before)
-                t = effective(*history.reached(sem.id, value), me, start)
-                if reach is None or (t < reach if any_mode else t > reach):
-                    reach = t
-            elif not any_mode:
-                reach = INF  # not all reached
-        if fail is not None and (reach is None or max(start, fail) <= max(start, reach)):
-            return max(start, fail), error
-        if reach is None or reach == INF:
-            return None
-        return max(start, reach), None
+        tally = WaitTally(self.history, mode == WaitMode.ANY, me, start, None)
+        tally.unreached = len(timepoints)
+        for i, (sem, value) in enumerate(timepoints):
+            tally.note(i, sem, value)
+        return tally.resolution()
 
     # -- queue operations ----------------------------------------------------------------------------
 

@@ -34,6 +34,43 @@ from simpy.events import NORMAL
 from reference.hal import HalError
 
 
+def _wait_resolved(watcher, error: HalError | None) -> None:
+    """One wait of ``watcher`` (a WaitsResolved or Waits: its timepoint callback) was reached
+    (``error`` None) or failed: fire it at the failure, or once every wait resolved (``settle``)."""
+    if watcher.done:
+        return
+    history = watcher.device.history
+    if error is not None:
+        if not watcher.settle:
+            now = watcher.device.env._now
+            watcher._fire(error, next((history.failure(s.id)[0] for s, _ in watcher.waits if s.failure is error),
+                                      now))
+            return
+        if watcher.error is None:
+            watcher.error = error
+    watcher._left -= 1
+    if watcher._left:
+        return
+    if watcher.error is None:
+        watcher._fire(None, history.ready_at(watcher.waits))
+    else:
+        watcher._fire(watcher.error, _settled_at(history, watcher.waits, watcher.device.env._now))
+
+
+def _settled_at(history, waits, now: int) -> int:
+    """When the device sees the last of ``waits`` resolved: each reached value's time, or, for a
+    wait that failed, its semaphore's failure time."""
+    t = 0
+    for sem, value in waits:
+        if sem.last_value >= value:
+            t = max(t, history.reached_at(sem.id, value))
+        elif sem.failure is not None:
+            t = max(t, history.failure(sem.id)[0])
+        else:  # (not expected: every wait resolved)
+            t = max(t, now)
+    return t
+
+
 class WaitsResolved(simpy.Event):
     """Every ``(semaphore, value)`` of ``waits`` reached (value None), or one failed (value: the error;
     with ``settle``, once every other wait has been reached or has failed too)."""
@@ -52,15 +89,7 @@ class WaitsResolved(simpy.Event):
             return
         _watch(device, self.waits, self)
 
-    def _on_change(self, error: HalError | None) -> None:
-        if self.done:
-            return
-        if error is None and self.error is None:  # (the usual case, inlined)
-            self._left -= 1
-            if not self._left:
-                self._fire(None, self.device.history.ready_at(self.waits))
-            return
-        _resolve_one(self, error, self.env.now)
+    _on_change = _wait_resolved  # (a semaphore timepoint's callback)
 
     def _fire(self, value, t: int) -> None:
         self.done = True
@@ -79,38 +108,6 @@ class WaitsResolved(simpy.Event):
     def unmet(self) -> list:
         """The ``(semaphore, value)`` pairs not reached yet."""
         return [(s, v) for s, v in self.waits if s.poll(v) is not True]
-
-
-def _resolve_one(watcher, error: HalError | None, now: int) -> None:
-    """One wait of ``watcher`` (a WaitsResolved or Waits) was reached (``error`` None) or failed."""
-    history = watcher.device.history
-    if error is not None and not watcher.settle:
-        t = next((history.failure(s.id)[0] for s, _ in watcher.waits if s.failure is error), now)
-        watcher._fire(error, t)
-        return
-    if error is not None and watcher.error is None:
-        watcher.error = error
-    watcher._left -= 1
-    if watcher._left:
-        return
-    if watcher.error is None:
-        watcher._fire(None, history.ready_at(watcher.waits))
-    else:
-        watcher._fire(watcher.error, _settled_at(history, watcher.waits, now))
-
-
-def _settled_at(history, waits, now: int) -> int:
-    """When the device sees the last of ``waits`` resolved: each reached value's time, or, for a
-    wait that failed, its semaphore's failure time."""
-    t = 0
-    for sem, value in waits:
-        if sem.last_value >= value:
-            t = max(t, history.reached_at(sem.id, value))
-        elif sem.failure is not None:
-            t = max(t, history.failure(sem.id)[0])
-        else:  # (not expected: every wait resolved)
-            t = max(t, now)
-    return t
 
 
 def _watch(device, waits, watcher) -> None:
@@ -238,15 +235,7 @@ class Waits:
         self._timepoints = []
         _watch(device, waits, self)
 
-    def _on_change(self, error: HalError | None) -> None:
-        if self.done:
-            return
-        if error is None and self.error is None:  # (the usual case, inlined)
-            self._left -= 1
-            if not self._left:
-                self._fire(None, self.device.history.ready_at(self.waits))
-            return
-        _resolve_one(self, error, self.device.env._now)
+    _on_change = _wait_resolved  # (a semaphore timepoint's callback)
 
     def _fire(self, value, t: int) -> None:
         self.done = True

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from reference.hal import MAX_SEMAPHORE_VALUE
+
 
 Actor = int | None  # a host thread index, or None for the device (queue operations, host calls it runs)
 
@@ -179,13 +181,14 @@ class SemaphoreHistory:
 
 
 # A timepoint value no signal reaches (payloads stop at MAX_SEMAPHORE_VALUE): it fires on failure only.
-_FAILURE_ONLY = 2**31 - 1
+_FAILURE_ONLY = MAX_SEMAPHORE_VALUE + 1
 
 
 class WaitTally:
-    """The resolution of one blocked host wait, kept up to date as its timepoints fire: the same
-    answer as ``SimDevice._resolution`` over the whole list (earliest failure dominates, in list order
-    on a tie; ALL: the latest reach once every value is reached; ANY: the earliest), in O(1) per
+    """The resolution of one host wait (earliest failure dominates, in list order on a tie; ALL: the
+    latest reach once every value is reached; ANY: the earliest; each time as the waiter sees it,
+    :meth:`SemaphoreHistory.effective`): at the call, :meth:`note` of every wait
+    (``SimDevice._resolution``); while it blocks, kept up to date as its timepoints fire, in O(1) per
     fire — re-resolving the list at each fire made a wait on N semaphores O(N²).
 
     A semaphore whose value was reached while others are still awaited may fail later: the tally then
@@ -220,28 +223,36 @@ class WaitTally:
             tp.cancel()
         self._timepoints = []
 
-    def _fired(self, i: int, sem, value: int) -> None:
-        self.left -= 1
-        history = self.history
+    def note(self, i: int, sem, value: int) -> bool:
+        """Count what wait ``i`` (``sem >= value``) shows now: its value reached, its failure (True)."""
         if sem.last_value >= value:  # (kept after a failure: it may have been reached before)
+            history = self.history
             t = history.effective(*history.reached(sem.id, value), self.me, self.start)
             self.unreached -= 1
             reach = self.reach
             if reach is None or (t < reach if self.any_mode else t > reach):
                 self.reach = t
-        if sem.failure is not None:
-            self._failed(i, sem)
-            return
-        if self.left:  # (not after the last fire: the wait is final then, as re-resolving had it)
+        if sem.failure is None:
+            return False
+        self._note_failure(i, sem)
+        return True
+
+    def _note_failure(self, i: int, sem) -> None:
+        t = self.history.effective(*self.history.failure(sem.id), self.me, self.start)
+        if self.fail is None or (t, i) < self.fail:
+            self.fail, self.error = (t, i), sem.failure
+
+    def _fired(self, i: int, sem, value: int) -> None:
+        self.left -= 1
+        if not self.note(i, sem, value) and self.left:
+            # (not after the last fire: the wait is final then, as re-resolving had it)
             tp = sem.add_timepoint(_FAILURE_ONLY, lambda _error: self._failed(i, sem))
             if tp is not None:  # (None: a failure in between fired it at once)
                 self._timepoints.append(tp)
         self._resolve()
 
     def _failed(self, i: int, sem) -> None:
-        t = self.history.effective(*self.history.failure(sem.id), self.me, self.start)
-        if self.fail is None or (t, i) < self.fail:
-            self.fail, self.error = (t, i), sem.failure
+        self._note_failure(i, sem)
         self._resolve()
 
     def _resolve(self) -> None:

@@ -86,9 +86,9 @@ class HostThreads(PythonWaits):
         self._by_ident: dict[int, HostThread] = {}
         self._order: list[HostThread] = []
         # Host threads that ended, by index, as their clock (``lag``, ``frozen``) only: a join asks for
-        # it (record_at); the records leave ``_order``, which every gate pass walks (a program that
+        # it (clock_at); the records leave ``_order``, which every gate pass walks (a program that
         # starts a thread per task made each device call slower and slower) — see register.
-        self._ended: dict[int, HostThread] = {}
+        self._ended: dict[int, tuple] = {}
         self._prune_at = 64
         self._known = set(threading.enumerate())  # threads that existed before the device
         self._first_seen: dict[threading.Thread, float] = {}
@@ -180,9 +180,7 @@ class HostThreads(PythonWaits):
             if ht.thread.is_alive() or ht.block is not None or ht is self.turns.runner:
                 live.append(ht)
                 continue
-            ghost = HostThread.__new__(HostThread)  # (no thread, no conditions: what clock_of reads)
-            ghost.index, ghost.thread, ghost.lag, ghost.frozen = ht.index, None, ht.lag, ht.frozen
-            self._ended[ht.index] = ghost
+            self._ended[ht.index] = (ht.lag, ht.frozen)  # (what its clock is made of: clock_at)
             if self._by_ident.get(ht.thread.ident) is ht:
                 del self._by_ident[ht.thread.ident]
         self._order = live
@@ -203,8 +201,11 @@ class HostThreads(PythonWaits):
 
     def clock_of(self, ht: HostThread) -> int:
         """``ht``'s clock (see :meth:`clock`)."""
+        return self._clock(ht.lag, ht.frozen)
+
+    def _clock(self, lag: int, frozen: int | None) -> int:
         now = self.env._now
-        return now + ht.lag if ht.frozen is None else max(ht.frozen, now)
+        return now + lag if frozen is None else max(frozen, now)
 
     def thaw(self, ht: HostThread) -> None:
         """``ht`` is back from a Python wait: its clock is where it stood, or the simulator's time if
@@ -426,10 +427,14 @@ class HostThreads(PythonWaits):
         ht = self._by_ident.get(thread.ident)
         return ht if ht is not None and ht.thread is thread else None
 
-    def record_at(self, index: int) -> HostThread | None:
-        """The record of the host thread with device index ``index``, if it registered."""
-        ht = self._ended.get(index)
-        return ht if ht is not None else next((ht for ht in self._order if ht.index == index), None)
+    def clock_at(self, index: int) -> int | None:
+        """The clock of the host thread with device index ``index`` (an ended one's as it ended), if
+        it registered."""
+        ended = self._ended.get(index)
+        if ended is not None:
+            return self._clock(*ended)
+        ht = next((ht for ht in self._order if ht.index == index), None)
+        return None if ht is None else self.clock_of(ht)
 
     def is_blocked(self, thread: threading.Thread) -> bool:
         """Whether ``thread`` is a host thread blocked in a device call."""

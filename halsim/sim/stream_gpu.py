@@ -72,6 +72,12 @@ class StreamExecution:
                 op.wait_error = error  # (failed by a wait's failure, not a device error)
                 self._stream_done(stream, action, error.clone(), True)
                 continue
+            if self.wait_policy == "user_event":  # PoCL: any failed event of the wait list fails it
+                watch = None
+                for event in action.events:
+                    if event.done.callbacks is not None:
+                        watch = watch or partial(self._stream_event_failed, stream, action)
+                        event.done.callbacks.append(watch)
             if not self._stream_wait(stream, action, 0, None):
                 return  # continued by a callback
         stream.idle = True
@@ -91,13 +97,11 @@ class StreamExecution:
             if done.callbacks is not None:  # not processed yet: _stream_waited goes on
                 if self.wait_policy == "user_event":
                     # PoCL fails a command as soon as an event of its wait list failed, whatever
-                    # the others still wait for (as the opencl backend reports)
+                    # the others still wait for (as the opencl backend reports; a later failure
+                    # reaches _stream_event_failed, watching since _stream_run)
                     error = error or _failed_later(events, i)
                     if error is not None:
                         break
-                    for later in events[i:]:
-                        if later.done.callbacks is not None:
-                            later.done.callbacks.append(partial(self._stream_event_failed, stream, action))
                 stream.wait_i, stream.wait_error, stream.wait_since = i, error, self.env._now
                 stream.wait_by = "host" if event.kind == "user" else "device"
                 stream.waiting = event

@@ -106,3 +106,25 @@ def test_a_dropped_semaphore_with_a_timed_out_wait_is_freed_at_once(uri, no_gc):
         del s
         assert gone() is None
         assert sid in [e["res"] for e in dev.trace.events("host_release")]
+
+
+def test_local_task_idle_workers_do_not_keep_their_last_op():
+    import gc
+    import time
+    import weakref
+
+    dev = hal.create_device("local-task")
+    s = dev.create_semaphore()
+    refs = []
+    for i in range(12):
+        b = dev.allocator.allocate_buffer(64)
+        dev.queue_fill([], [(s, i + 1)], b, 0, 64, 1, 1)
+        refs.append(weakref.ref(b))
+        del b
+        s.wait(i + 1, timeout=5)
+    deadline = time.monotonic() + 2  # (a worker drops it just after signaling)
+    while any(r() is not None for r in refs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        gc.collect()
+    assert [r() for r in refs] == [None] * 12
+    dev.close()

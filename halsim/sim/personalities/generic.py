@@ -35,7 +35,7 @@ from reference.hal import HalError, StatusCode
 from reference.hal.queue_op import QueueOp, signal_all
 
 from ..device import SimDevice
-from ..events import Call, Lane, Waits, call_after
+from ..events import Call, Lane, Waits
 from ..execution import quick_body, timed_body
 
 CAPABILITIES = frozenset({"async_queue", "events", "host_calls", "mapping", "indirect"})
@@ -95,15 +95,8 @@ class GenericDevice(SimDevice):
         if not op.wait:
             self._ready(op, None)
             return
-        if op.wait_error is not None:  # failed by the call's scan: fails at its semaphore's failure
-            t = self.history.failure(next(s.id for s, _ in op.wait if s.failure is op.wait_error))[0]
-            call_after(self.env, max(0, t - self.env._now), self._failed_at_call, op)
-            return
-        self._pending[op] = Waits(self, op, self._waited, settle=True)
-
-    def _failed_at_call(self, event: Call) -> None:
-        op = event.arg
-        self._ready(op, op.wait_error)
+        # (one the call's scan failed fails at its semaphore's failure: the waits before it are met)
+        self._pending[op] = Waits(self, op, self._waited, settle=op.wait_error is None)
 
     def _waited(self, event: Call) -> None:
         waits = event.arg

@@ -137,13 +137,14 @@ class MetalDevice(SimDevice):
     cost_defaults = {"commit_ns": 2_000, "encoder_switch_ns": 1_000, "event_wait_ns": 500,
                      "event_record_ns": 500, "listener_ns": 15_000, "completion_ns": 5_000}
 
+    def _make_history(self) -> SemaphoreHistory:
+        return SharedEventHistory(self.cost.wake_ns, self.cost.listener_ns)
+
     def __init__(self, uri: str, options: dict | None = None):
         super().__init__(uri, options)
         self.legacy_sync = self.options["legacy_sync"]
         if self.legacy_sync:
             self.capabilities = CAPABILITIES - {"async_queue"}
-        self.history = SharedEventHistory(self.cost.wake_ns, self.cost.listener_ns)
-        self.history.bind(self.env, self.threads)
         self._gpu = False  # True while the GPU sets semaphore values
         self._closing: HalError | None = None
         self._queues = []

@@ -184,3 +184,21 @@ def test_sim_and_local_task_agree_with_iree_local_task(case):
     for uri in ("sim", "local-task"):
         with hal.create_device(uri) as dev:
             assert run_case(dev, case) == iree, uri
+
+
+def test_sim_opencl_watches_each_pending_event_once(monkeypatch):
+    """The stream watches the head action's pending events for a failure once per action (it added a
+    watcher per later event at every event it blocked on: 40 host-signalled waits cost 780 calls)."""
+    from halsim.sim.stream_gpu import StreamExecution
+
+    calls = []
+    watch = StreamExecution._stream_event_failed
+    monkeypatch.setattr(StreamExecution, "_stream_event_failed", lambda *a: calls.append(1) or watch(*a))
+    with hal.create_device("sim:opencl") as dev:
+        sems = [dev.create_semaphore() for _ in range(40)]
+        out = dev.create_semaphore()
+        dev.queue_barrier([(s, 1) for s in sems], [(out, 1)])
+        for s in sems:
+            s.signal(1)
+        out.wait(1, WAIT)
+    assert len(calls) == 40
