@@ -1,7 +1,7 @@
 """Resource lifetimes: storage used outside its life, resources the host freed while in flight.
 
 * ``lifetime.use_after_dealloca`` — a command uses a transient buffer whose ``queue_dealloca``
-  happens before it;
+  happens before it (a dealloca that failed, its wait having failed, freed nothing: Q9);
 * ``lifetime.dealloca_race`` — a ``queue_dealloca`` not ordered after a command that uses the
   buffer (it may free the storage while the command still runs), or after a host access to its
   bytes (``map_write``…: the host may touch freed storage);
@@ -49,7 +49,8 @@ class LifetimeChecker:
             buf = op.fields.get("buf")
             if op.kind == "alloca" and buf:
                 self.alloca[buf] = op.id
-            elif op.kind == "dealloca" and buf and op.fields.get("transient", True):
+            elif op.kind == "dealloca" and buf and op.fields.get("transient", True) and not op.status:
+                # (a dealloca that failed — its wait failed — does not decommit: HAL_SEMANTICS Q9)
                 self.dealloca.setdefault(buf, []).append(op.id)
         self.found: dict[tuple, Finding] = {}
         # resources of ops the device did not retain: res -> [op ids]
