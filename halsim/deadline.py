@@ -116,9 +116,12 @@ def where_threads(skip=None) -> list[str]:
     frames = sys._current_frames()
     threads = sorted((t for t in threading.enumerate() if t is not skip and t.ident in frames),
                      key=lambda t: t.name != "halsim program")
-    return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}"
-            + (f", at schedule step {t.halsim_step}" if getattr(t, "halsim_step", None) else "")
-            for t in threads]
+    try:
+        return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}"
+                + (f", at schedule step {t.halsim_step}" if getattr(t, "halsim_step", None) else "")
+                for t in threads]
+    finally:
+        frames.clear()  # (it holds this very frame: a cycle keeping every thread's locals until the GC)
 
 
 def exit_now(code: int) -> None:
@@ -147,5 +150,8 @@ def leftover_threads(before, grace: float = LEFTOVER_GRACE_S) -> list[str]:
     if not late:
         return []
     frames = sys._current_frames()
-    return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}" if t.ident in frames
-            else f"thread {t.name!r}" for t in late]
+    try:
+        return [f"thread {t.name!r}: in {describe(frames[t.ident], LIBRARY)}" if t.ident in frames
+                else f"thread {t.name!r}" for t in late]
+    finally:
+        frames.clear()  # (as in where_threads)
