@@ -55,6 +55,9 @@ class WaitState:
     # host calls that returned DEFERRED with this value in their signal list, not signaled since: the
     # program took over signalling it (and, with nothing pending to do it, forgot)
     deferred: tuple[str, ...] = ()
+    # a pending op's waits resolved in list order (sim:cuda): a failed one is examined once those
+    # before it are met, not all the others
+    in_list_order: bool = False
 
     def __str__(self) -> str:
         if self.failure is not None:
@@ -68,8 +71,9 @@ class WaitState:
 
     def why(self) -> str:
         if self.failure is not None:
+            which = "unmet waits before it in the op's wait list" if self.in_list_order else "op's other unmet waits"
             return f"{self.sem} has failed ({self.failure}): the wait fails (and the op with it) once the " \
-                   "op's other unmet waits are met"
+                   f"{which} are met"
         first = self.first
         if first and all(any(op == r for r, _ in self.running) for op in first):
             names = ", ".join(f"op {op} (the host call running on host thread {t}, blocked in its function)"
@@ -243,7 +247,8 @@ def _current(sem) -> int:
     return sem.payload
 
 
-def _wait_states(waits, signals: dict, waiter: str | None = None, running=(), deferred=()) -> tuple[WaitState, ...]:
+def _wait_states(waits, signals: dict, waiter: str | None = None, running=(), deferred=(),
+                 in_list_order: bool = False) -> tuple[WaitState, ...]:
     """The unmet waits, each with the pending ops (other than ``waiter``) that would meet it, from
     ``signals`` (semaphore id → sorted ``(value, op key, op id)``); ``running``: ``(op id, host
     thread)`` of the running host calls among those ops; ``deferred``: ``(op id, ((semaphore id,
@@ -261,12 +266,13 @@ def _wait_states(waits, signals: dict, waiter: str | None = None, running=(), de
                              tuple(r for r in running if r[0] in ids),
                              None if failure is None else f"{failure.code.name}: {failure.message}",
                              tuple(op_id for op_id, sigs in deferred
-                                   if any(s == sem.id and v >= value for s, v in sigs))))
+                                   if any(s == sem.id and v >= value for s, v in sigs)),
+                             in_list_order))
     return tuple(out)
 
 
 def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, running_calls=(),
-                 deferred=()) -> DeadlockReport:
+                 deferred=(), in_list_order: bool = False) -> DeadlockReport:
     """Report for blocked host calls ``blocks`` (objects with ``thread.index``, ``call``, ``mode``,
     ``timepoints``, ``deadline``, ``op``) and pending queue operations ``ops`` (QueueOps).
 
@@ -275,7 +281,8 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, r
     as pending too. ``running_calls``: the host calls whose function runs on a host thread now
     (sim:sync: on the thread that submitted it, ``op.thread``) — every level of nested ones, not only
     the innermost that a block names (``inside``). ``deferred``: ``(op id, ((semaphore id, value)…))``
-    of the host calls that returned DEFERRED and whose list is not all signaled."""
+    of the host calls that returned DEFERRED and whose list is not all signaled. ``in_list_order``:
+    the device resolves a pending op's waits in list order (sim:cuda)."""
     behind = behind or {}
     all_ops = list(ops) + [b.op for b in blocks if b.op is not None and b.op not in ops]
     # sim:sync: host calls whose function (on a host thread) made a blocked call — running, not
@@ -306,7 +313,8 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, r
                       b.op.id if b.op is not None else None,
                       b.inside.id if getattr(b, "inside", None) is not None else None)
         for b in sorted(blocks, key=lambda b: b.thread.index))
-    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id, runs, deferred),
+    pending = tuple(PendingOp(op.id, op.kind, op.queue, _wait_states(op.wait, signals, op.id, runs, deferred,
+                                                                    in_list_order),
                               tuple((s.id, v) for s, v in op.signal), behind.get(op.id)) for op in all_ops)
     return DeadlockReport(time, threads, pending, find_cycles(pending))
 

@@ -117,6 +117,7 @@ class SimDevice(Device):
     personality = ""
     cost_defaults: dict = {}
     extra_options: dict = {}  # the personality's own options (name → default), beyond OPTIONS
+    waits_in_list_order = False  # a pending op's waits resolved in list order (deadlock report wording)
 
     def __init__(self, uri: str, options: dict | None = None):
         options = check_options({**OPTIONS, **self.extra_options, **(options or {})}, self.extra_options)
@@ -462,7 +463,7 @@ class SimDevice(Device):
         deferred = tuple((op_id, tuple((sem_id, v) for _ref, sem_id, v in signals))
                          for op_id, signals in self._deferred if _unsignaled(signals))
         return build_report(t, blocks, self._pending_ops(), self._queued_behind(),
-                            tuple(self._running_calls.values()), deferred)
+                            tuple(self._running_calls.values()), deferred, self.waits_in_list_order)
 
     def _shutdown(self) -> None:
         # Resources the program dropped inside a reference cycle (a frame kept by a traceback...)

@@ -158,8 +158,9 @@ def test_a_pending_ops_wait_on_a_failed_semaphore_is_reported_as_failed(make, pe
     assert op.waits[1].failure == "DATA_LOSS: boom" and op.waits[1].current == hal.SEMAPHORE_FAILURE_VALUE
     assert "op 0:0 (barrier, queue 0) waits for s0>=1 (now 0), s1>=1 (failed: DATA_LOSS: boom); signals s2=1" \
         in e.message
-    assert ("    s1 has failed (DATA_LOSS: boom): the wait fails (and the op with it) once the op's other unmet "
-            "waits are met") in e.message.splitlines()
+    which = "unmet waits before it in the op's wait list" if personality == "cuda" else "op's other unmet waits"
+    assert (f"    s1 has failed (DATA_LOSS: boom): the wait fails (and the op with it) once the {which} are met"
+            in e.message.splitlines())
     assert [(w.sem, w.value) for w in e.report.unsignaled] == [("s0", 1)]
     assert "2147483647" not in e.message and "signals s1 to >= 1" not in e.message
     a.signal(1)  # the op gets to the failed wait: it fails, and so does s
