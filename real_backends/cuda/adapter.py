@@ -131,13 +131,27 @@ def device_count() -> int:
     return count if err == cu.CUresult.CUDA_SUCCESS else 0
 
 
+def present_count() -> int:
+    """:func:`device_count`, UNAVAILABLE when the driver reports none (no device to look for)."""
+    count = device_count()
+    if count == 0:
+        raise HalError(StatusCode.UNAVAILABLE, "cuda: the driver reports no CUDA device")
+    return count
+
+
+def device_uuid(ordinal: int) -> bytes:
+    """The 16 bytes of device ``ordinal``'s UUID (``cuDeviceGetUuid``: in MIG mode the compute instance's,
+    as ``nvidia-smi -L`` lists it)."""
+    cu = _cu()
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+    return bytes(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
+
+
 def find_device(ordinal: int = 0):
     """``(CUdevice, name)`` of device ``ordinal``; UNAVAILABLE (with the reason) without a driver or GPU,
     NOT_FOUND for an ordinal the driver does not have."""
     cu = _cu()
-    count = device_count()
-    if count == 0:
-        raise HalError(StatusCode.UNAVAILABLE, "cuda: the driver reports no CUDA device")
+    count = present_count()
     if not 0 <= ordinal < count:  # IREE: NOT_FOUND "default device %d not found (of %ld enumerated)"
         raise HalError(StatusCode.NOT_FOUND, f"cuda: no device {ordinal} (the driver has {count}: "
                        f"ordinals 0 to {count - 1})")

@@ -122,9 +122,12 @@ def _plain(arg):
 
 
 class FakeCuda(types.SimpleNamespace):
-    def __init__(self, compute_capability=(8, 0), driver_version=13000, device_count=1):
+    def __init__(self, compute_capability=(8, 0), driver_version=13000, device_count=1, uuids=None):
         super().__init__()
         self.device_count = device_count
+        # cuDeviceGetUuid's 16 bytes per ordinal (default: GPU-fa4ec0da-0000-4000-8000-<ordinal>)
+        self.uuids = list(uuids) if uuids is not None else [
+            bytes.fromhex(f"fa4ec0da000040008000{i:012x}") for i in range(device_count)]
         # Contexts (pass 5): one primary context per device, retained/released with a count, and the
         # context current on each CPU thread (cuCtxSetCurrent); every handle remembers its context.
         self.contexts: dict[int, dict] = {}   # CUcontext → {"device", "refs", "resets"}
@@ -294,6 +297,14 @@ class FakeCuda(types.SimpleNamespace):
         @api
         def cuDeviceGetName(length, dev):
             return b"Fake CUDA device (recording fake)".ljust(length, b"\0")
+
+        @api
+        def cuDeviceGetUuid(dev):
+            if not 0 <= dev < fake.device_count:
+                raise _Refused(_real.CUresult.CUDA_ERROR_INVALID_DEVICE)
+            uuid = _real.CUuuid()  # (its bytes are read-only: written through its address)
+            ctypes.memmove(uuid.getPtr(), fake.uuids[dev], 16)
+            return uuid
 
         @api
         def cuDeviceGetAttribute(attr, dev):

@@ -322,9 +322,10 @@ def test_the_uri_path_is_the_device_ordinal():
         assert e.value.code == hal.StatusCode.INVALID_ARGUMENT
         assert e.value.message == "cuda:1: option ordinal=2 names another device"
         with pytest.raises(hal.HalError) as e:
-            hal.create_device("cuda:GPU-1234")
+            hal.create_device("cuda:GPU1234")  # (GPU-<uuid> paths: test_cuda_uuid_paths.py)
         assert e.value.code == hal.StatusCode.NOT_FOUND
-        assert e.value.message == "cuda: unsupported device path 'GPU-1234' (a device ordinal: cuda:1)"
+        assert e.value.message == ("cuda: unsupported device path 'GPU1234' (a device ordinal or UUID: cuda:1, "
+                                   "cuda:GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L lists it)")
         assert [(d.uri, d.name) for d in driver.query_available_devices()] == [
             ("cuda", "cuda (Fake CUDA device (recording fake))"), ("cuda:1", "cuda (Fake CUDA device (recording fake))")]
 
