@@ -269,9 +269,7 @@ class SimDevice(Device):
     @_api(cost=False)
     def sleep(self, seconds: float) -> None:
         """Advance the calling thread's virtual time by ``seconds``; the device runs meanwhile."""
-        seconds = normalize_timeout(seconds)
-        if seconds is None:
-            raise HalError(StatusCode.INVALID_ARGUMENT, "sleep needs a finite number of seconds")
+        seconds = normalize_timeout(seconds, "seconds", finite=True)
         self._sleep_ns(to_ns(seconds))
 
     def _sleep_ns(self, ns: int) -> None:

@@ -89,9 +89,7 @@ class Device:
 
     def sleep(self, seconds: float) -> None:
         """Pause the calling host thread (virtual on sim devices, so host programs stay portable)."""
-        seconds = normalize_timeout(seconds)
-        if seconds is None:
-            raise HalError(StatusCode.INVALID_ARGUMENT, "sleep needs a finite number of seconds")
+        seconds = normalize_timeout(seconds, "seconds", finite=True)
         time.sleep(seconds)
 
     # -- identity ----------------------------------------------------------------------------------
@@ -320,10 +318,14 @@ class Device:
                 not 0 <= queue_affinity <= QUEUE_AFFINITY_ANY:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity must be a 64-bit mask, got {queue_affinity!r}")
         usable = queue_affinity & ((1 << self.queue_count) - 1)
-        if not usable:
-            raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity {queue_affinity:#x} selects none of this "
-                           f"device's {self.queue_count} queue(s)")
-        queue = (usable & -usable).bit_length() - 1
+        if usable:  # bit i is queue i: the lowest selected one
+            queue = (usable & -usable).bit_length() - 1
+        else:
+            # None of this device's queues (0, or bits beyond them): hashed onto them, never refused —
+            # IREE's drivers take any mask (local-task: queue_affinity % queue_count; HAL_SEMANTICS Q14:
+            # "single-queue devices treat every affinity identically"), so a program written for more
+            # queues runs on fewer. The lowest bit's index modulo the count; 0 is queue 0.
+            queue = ((queue_affinity & -queue_affinity).bit_length() - 1) % self.queue_count if queue_affinity else 0
         if type(queue_affinity) is int and len(self._queue_of) < 256:
             self._queue_of[queue_affinity] = queue
         return queue

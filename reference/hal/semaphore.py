@@ -167,6 +167,7 @@ class Semaphore:
         """Block until the value reaches ``value``; raise the failure, or DEADLINE_EXCEEDED on timeout."""
         from .constants import WaitMode
 
+        check_payload(value)  # (named as the caller named it, not as the device's timepoints[0])
         self.device.wait_semaphores(WaitMode.ALL, [(self, value)], timeout)
 
     # -- engine API (devices, queues, waits) ----------------------------------------------------

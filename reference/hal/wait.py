@@ -28,15 +28,19 @@ from .status import HalError, StatusCode
 MAX_TIMEOUT_S = float(2**32)
 
 
-def normalize_timeout(timeout) -> float | None:
-    """Seconds as float; None for infinite; raise INVALID_ARGUMENT naming ``timeout`` otherwise."""
-    if timeout is None:
+def normalize_timeout(timeout, what: str = "timeout", finite: bool = False) -> float | None:
+    """Seconds as float; None for infinite; raise INVALID_ARGUMENT naming the argument (``what``)
+    otherwise. ``finite``: None and infinity are refused too (``Device.sleep``'s ``seconds``)."""
+    if timeout is None and not finite:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be seconds (float) or None, got {timeout!r}")
+        kind = "a finite number of seconds" if finite else "seconds (float) or None"
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be {kind}, got {timeout!r}")
     if timeout != timeout or timeout < 0:  # (NaN; not math.isnan, which overflows on a huge int)
-        raise HalError(StatusCode.INVALID_ARGUMENT, f"timeout must be >= 0 seconds, got {timeout!r}")
+        raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be >= 0 seconds, got {timeout!r}")
     if timeout == math.inf:
+        if finite:
+            raise HalError(StatusCode.INVALID_ARGUMENT, f"{what} must be a finite number of seconds, got inf")
         return None
     return float(min(timeout, MAX_TIMEOUT_S))  # (min first: float() of a huge int overflows)
 

@@ -363,3 +363,23 @@ def test_create_event_follows_the_events_capability(dev):
         dev.create_event()
     assert e.value.code == S.UNIMPLEMENTED
     assert "create_event" in e.value.message and "HAL events" in e.value.message
+
+
+# -- sleep and Semaphore.wait name their own arguments (not the timeout / timepoints[0] they pass on) ---
+
+def test_sleep_names_seconds(dev):
+    for bad, message in ((-1, "seconds must be >= 0 seconds, got -1"),
+                         (float("nan"), "seconds must be >= 0 seconds, got nan"),
+                         ("x", "seconds must be a finite number of seconds, got 'x'"),
+                         (None, "seconds must be a finite number of seconds, got None"),
+                         (float("inf"), "seconds must be a finite number of seconds, got inf")):
+        expect(S.INVALID_ARGUMENT, message, dev.sleep, bad)
+    dev.sleep(0)
+
+
+def test_semaphore_wait_names_value(dev):
+    s = dev.create_semaphore()
+    expect(S.INVALID_ARGUMENT, f"value -1 outside [0, MAX_SEMAPHORE_VALUE={hal.MAX_SEMAPHORE_VALUE}]",
+           s.wait, -1, 0)
+    expect(S.INVALID_ARGUMENT, "value must be an int, got str", s.wait, "x", 0)
+    s.wait(0, 0)

@@ -33,7 +33,6 @@ def test_create_rules(ref_device):
     assert code_of(dev.create_command_buffer, M.ONE_SHOT | M.ALLOW_INLINE_EXECUTION, C.ANY, 1) == S.INVALID_ARGUMENT
     assert code_of(dev.create_command_buffer, M.ONE_SHOT, C.NONE) == S.INVALID_ARGUMENT
     assert code_of(dev.create_command_buffer, M.ONE_SHOT, C.ANY, -1) == S.INVALID_ARGUMENT
-    assert code_of(dev.create_command_buffer, M.ONE_SHOT, C.ANY, 0, 0) == S.INVALID_ARGUMENT  # affinity selects no queue
     cb = dev.create_command_buffer(M.ONE_SHOT, C.DISPATCH)
     assert cb.allowed_categories & C.DISPATCH == C.DISPATCH
 
@@ -212,7 +211,7 @@ def test_list_and_argument_rules(ref_device, buf):
     assert code_of(dev.queue_barrier, [(s, -1)], []) == S.INVALID_ARGUMENT
     assert code_of(dev.queue_barrier, [], [(s, hal.MAX_SEMAPHORE_VALUE + 1)]) == S.INVALID_ARGUMENT
     assert code_of(dev.queue_barrier, [], [("s", 1)]) == S.INVALID_ARGUMENT
-    assert code_of(dev.queue_barrier, [], [(s, 1)], queue_affinity=0) == S.INVALID_ARGUMENT
+    assert code_of(dev.queue_barrier, [], [(s, 1)], queue_affinity=-1) == S.INVALID_ARGUMENT  # (0 is queue 0: Q14)
     assert code_of(dev.queue_fill, [], [(s, 1)], buf, 0, 8, 0, 3) == S.INVALID_ARGUMENT
     assert code_of(dev.queue_copy, [], [(s, 1)], buf, 0, buf, 4, 8) == S.INVALID_ARGUMENT
     assert code_of(dev.queue_update, [], [(s, 1)], b"1234", 0, buf, 0, 8) == S.OUT_OF_RANGE

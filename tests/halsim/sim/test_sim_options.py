@@ -70,17 +70,22 @@ def test_affinity_selects_the_queue(make):
     assert buf.placement.queue_affinity == 1 << 1
 
 
-@pytest.mark.parametrize("personality", ["generic", "sync"])
-def test_affinity_outside_the_queues_is_invalid(make, personality):
+@pytest.mark.parametrize("personality", ["generic", "sync", "cuda", "metal"])
+def test_affinity_outside_the_queues_is_hashed_onto_them(make, personality):
+    """Never refused (IREE's drivers take any mask; local-task: ``queue_affinity % queue_count``): the
+    lowest bit's index modulo the queue count, 0 on queue 0 — a program written for 8 queues runs on 2."""
     dev = make(personality, queues=2)
-    s = dev.create_semaphore()
-    with pytest.raises(hal.HalError) as ei:
-        dev.queue_barrier([], [(s, 1)], queue_affinity=1 << 2)
-    assert ei.value.code == S.INVALID_ARGUMENT
-    with pytest.raises(hal.HalError) as ei:
-        dev.create_command_buffer(queue_affinity=1 << 5)
-    assert ei.value.code == S.INVALID_ARGUMENT
-    assert not dev.trace.operations()
+    done = []
+    for affinity in (1 << 2, 1 << 5, 0, 1 << 63, 0b1100):
+        done.append((dev.create_semaphore(), 1))
+        dev.queue_barrier([], [done[-1]], queue_affinity=affinity)
+    dev.wait_semaphores(hal.WaitMode.ALL, done, WAIT)
+    assert [o["queue"] for o in dev.trace.operations()] == [0, 1, 0, 1, 0]
+    assert dev.create_command_buffer(queue_affinity=1 << 5).queue_affinity == 1 << 5
+    with pytest.raises(hal.HalError) as ei:  # (still a 64-bit mask)
+        dev.queue_barrier([], [], queue_affinity=1 << 64)
+    assert (ei.value.code, ei.value.message) == (S.INVALID_ARGUMENT,
+                                                 f"queue_affinity must be a 64-bit mask, got {1 << 64}")
 
 
 def test_queue_tracks_are_named_by_index(make):
