@@ -285,6 +285,14 @@ class StreamExecution:
         self._completing = sems = set()
         try:
             op = action.op
+            if error is None and self._sticky is not None:
+                # [H] deferred_work_queue.c process_completion: each callback gets the queue's status;
+                # once it is sticky an action the device ran fails its signals with it (a host call's
+                # function is not called).
+                error = self._sticky.clone()
+                if op.kind == "host_call":
+                    op.start_t = op.end_t = self.env.now
+                    self.recorder.op_done(op, error)
             if error is None and should_signal and op.kind != "host_call":  # the usual case, inlined
                 refused = signal_all(self, op)
                 if refused is not None:

@@ -235,6 +235,12 @@ class Completion:
                 device.recorder.command(op, cmd, start, end, op.track)
                 t = max(t, end)
         device_error = error is not None and op.wait_error is None
+        # [H] deferred_work_queue.c process_completion: each callback gets the queue's status; once it
+        # is sticky an action the device ran fails its signals with it (a host call's function is not
+        # called), as the model does (halsim.sim.stream_gpu)
+        sticky = self._status.clone() if error is None and self._status is not None else None
+        if sticky is not None and op.kind == "host_call":
+            error = sticky
         should_signal = error is None
         if error is None and op.kind in HOST_COMPLETED:
             try:
@@ -252,6 +258,9 @@ class Completion:
             if device_error or op.wait_error is not None:
                 self._set_status(error)
             fail_all(device, op, error)
+        elif sticky is not None:
+            if should_signal:
+                fail_all(device, op, sticky)
         elif should_signal:
             # As IREE's completion callback: a refused signal (one timeline signalled by actions nothing
             # orders) fails the action's list, and the queue status becomes sticky.

@@ -339,7 +339,9 @@ def test_a_transient_whose_alloca_is_held_back_is_used_once_committed(opencl2):
 
 def test_a_split_execute_in_flight_completes_when_another_op_fails(opencl2):
     """Its prefix runs when another queue's op fails the device (sticky): the rest was then failed
-    with that status when it was resumed, though part of it had run — in-flight work completes."""
+    with that status when it was resumed, though part of it had run — in-flight work completes. Its
+    completion then fails its signals with the sticky status, as IREE's completion callback does for
+    any action in flight (tests/halsim/sim/test_sticky_in_flight.py)."""
     dev = opencl2
     exe, params, out = _ids_setup(dev, (4, 1, 1))
     scratch = dev.allocator.allocate_buffer(1 << 20)
@@ -353,8 +355,10 @@ def test_a_split_execute_in_flight_completes_when_another_op_fails(opencl2):
     cb.end()
     dev.queue_execute([], [(s, 1)], cb, queue_affinity=1)
     g.fail(hal.StatusCode.DATA_LOSS, "gate failed")
-    s.wait(1, timeout=WAIT)
-    assert s.query() == 1 and _words(out)[:4] == [0, 1, 2, 3]
+    with pytest.raises(hal.HalError) as ei:
+        s.wait(1, timeout=WAIT)
+    assert (ei.value.code, ei.value.message) == (hal.StatusCode.DATA_LOSS, "gate failed")
+    assert _words(out)[:4] == [0, 1, 2, 3]  # both parts ran
 
 
 def test_a_wait_does_not_reuse_the_event_of_its_own_consumer_on_another_queue(opencl2):
