@@ -35,40 +35,74 @@ IN_ORDER = ("metal", "opencl")
 INLINE = ("sync", "local-sync")
 # commands that order what comes before them in a command buffer before what comes after
 BARRIERS = ("barrier", "wait_events")
-# Execution stages (HAL_SEMANTICS CB9; Vulkan's TOP_OF_PIPE, DRAW_INDIRECT, COMPUTE_SHADER, TRANSFER,
-# BOTTOM_OF_PIPE) and the ones each command runs in: a dispatch's indirect workgroup counts are read
-# in COMMAND_PROCESS, its bindings in DISPATCH — either in a barrier's scope orders the dispatch.
-COMMAND_ISSUE, COMMAND_PROCESS, DISPATCH, TRANSFER, COMMAND_RETIRE = 1, 2, 4, 8, 16
+# Execution stages (HAL_SEMANTICS CB9), read as IREE's Vulkan driver maps them to pipeline stages
+# (direct_command_buffer.cc, iree_hal_vulkan_convert_pipeline_stage_flags): COMMAND_ISSUE = TOP_OF_PIPE,
+# COMMAND_PROCESS = DRAW_INDIRECT, DISPATCH = COMPUTE_SHADER, TRANSFER, COMMAND_RETIRE = BOTTOM_OF_PIPE.
+COMMAND_ISSUE, COMMAND_PROCESS, DISPATCH, TRANSFER, COMMAND_RETIRE, HOST = 1, 2, 4, 8, 16, 32
 ALL_STAGES = 0x3F
-STAGES_OF = {"dispatch": DISPATCH | COMMAND_PROCESS, "fill": TRANSFER, "copy": TRANSFER, "update": TRANSFER}
+WORK = COMMAND_PROCESS | DISPATCH | TRANSFER   # the stages commands run in (top/bottom of pipe: none)
+# What a stage named in a barrier holds, as Vulkan reads a stage mask: as a source, the stage and the
+# logically earlier ones; as a target, the stage and the logically later ones (pipeline order
+# TOP_OF_PIPE < DRAW_INDIRECT < COMPUTE_SHADER < BOTTOM_OF_PIPE; TOP_OF_PIPE < TRANSFER < BOTTOM_OF_PIPE).
+# So top of pipe is no stage as a source and every stage as a target; bottom of pipe the reverse.
+SCOPE_OF_STAGE = {  # stage: (as a source, as a target)
+    COMMAND_ISSUE: (0, WORK),
+    COMMAND_PROCESS: (COMMAND_PROCESS, COMMAND_PROCESS | DISPATCH),
+    DISPATCH: (COMMAND_PROCESS | DISPATCH, DISPATCH),
+    TRANSFER: (TRANSFER, TRANSFER),
+    COMMAND_RETIRE: (WORK, 0),
+    HOST: (HOST, HOST),
+}
+# The stage each access runs in: a dispatch writes its bindings in DISPATCH, reads them there or reads
+# its indirect workgroup counts in COMMAND_PROCESS (the trace does not tell those reads apart: a scope
+# holding either stage holds the read); fill/copy/update run in TRANSFER. Other kinds: every stage.
+WRITE_STAGES_OF = {"dispatch": DISPATCH, "fill": TRANSFER, "copy": TRANSFER, "update": TRANSFER}
+READ_STAGES_OF = {"dispatch": COMMAND_PROCESS | DISPATCH, "copy": TRANSFER}
 STAGE_NAMES = {COMMAND_ISSUE: "COMMAND_ISSUE", COMMAND_PROCESS: "COMMAND_PROCESS", DISPATCH: "DISPATCH",
-               TRANSFER: "TRANSFER", COMMAND_RETIRE: "COMMAND_RETIRE", 32: "HOST"}
+               TRANSFER: "TRANSFER", COMMAND_RETIRE: "COMMAND_RETIRE", HOST: "HOST"}
 
 
-def barrier_scopes(stages) -> tuple[int, int] | None:
-    """A barrier's ``[source, target]`` stages as the stages it orders from and to, read as Vulkan
-    reads a pipeline barrier: COMMAND_RETIRE (bottom of pipe) in the source and COMMAND_ISSUE (top of
-    pipe) in the target stand for every stage. None when it orders every command before it before
-    every command after it (the common case; also a trace without ``stages``).
+def access_stages(kind: str, write: bool) -> int:
+    return (WRITE_STAGES_OF if write else READ_STAGES_OF).get(kind, ALL_STAGES)
+
+
+def stage_scopes(stages) -> tuple[int, int, int, int]:
+    """A barrier's ``[source, target]`` stage masks as ``(source, target, src, dst)``: the stages its
+    first and second scopes hold (:data:`SCOPE_OF_STAGE`), then the masks as named (a trace without
+    ``stages``: every stage).
+
+    >>> stage_scopes([TRANSFER, COMMAND_PROCESS])      # DRAW_INDIRECT and the later COMPUTE_SHADER
+    (8, 6, 8, 2)
+    >>> stage_scopes([COMMAND_ISSUE, COMMAND_RETIRE])   # top of pipe -> bottom of pipe: nothing
+    (0, 0, 1, 16)
+    """
+    src, dst = stages or (ALL_STAGES, ALL_STAGES)
+    source = target = 0
+    for bit, (as_source, as_target) in SCOPE_OF_STAGE.items():
+        if src & bit:
+            source |= as_source
+        if dst & bit:
+            target |= as_target
+    return source, target, src, dst
+
+
+def barrier_scopes(stages) -> tuple[int, int, int, int] | None:
+    """A barrier's :func:`stage_scopes`; None when they order every command before it before every
+    command after it — both hold DISPATCH and TRANSFER (the common case; also a trace without
+    ``stages``).
 
     >>> barrier_scopes([DISPATCH | TRANSFER, DISPATCH | TRANSFER]) is None
     True
     >>> barrier_scopes([DISPATCH, DISPATCH])   # a fill or copy on either side is not ordered
-    (4, 4)
+    (6, 4, 4, 4)
     >>> barrier_scopes([COMMAND_RETIRE, COMMAND_ISSUE]) is None
     True
+    >>> barrier_scopes([COMMAND_PROCESS | TRANSFER, DISPATCH | TRANSFER])   # not a dispatch's writes
+    (10, 12, 10, 12)
     """
-    if not stages:
-        return None
-    src, dst = stages
-    if src & COMMAND_RETIRE:
-        src = ALL_STAGES
-    if dst & COMMAND_ISSUE:
-        dst = ALL_STAGES
-    everything = DISPATCH | COMMAND_PROCESS
-    if src & TRANSFER and src & everything and dst & TRANSFER and dst & everything:
-        return None
-    return src, dst
+    scope = stage_scopes(stages)
+    full = DISPATCH | TRANSFER
+    return None if scope[0] & full == full and scope[1] & full == full else scope
 
 
 def stage_names(mask: int) -> str:
@@ -125,36 +159,98 @@ def barrier_memory(scopes) -> tuple | None:
     return tuple(out)
 
 
-def unseen(memory: dict, between, write_scope: int, need: int, write: bool, buf: str, lo: int, hi: int):
-    """Why the barriers ``between`` two commands (``memory``: the op's entry of
-    :attr:`TraceModel.memory`) do not make the first one's write (``write_scope``) visible to the
-    second one's access (``need``; ``write``: a write) of bytes ``buf[lo:hi)``, as Vulkan reads
-    memory barriers: ``"source"`` (no barrier holds the write in a source scope) or ``"target"``
-    (none after that — or that barrier itself, in the same entry — holds the access in a target
-    scope); None when one does (or a barrier makes everything visible).
+def unseen(memory: dict, scopes: dict, between, written: tuple, access: tuple, buf: str, lo: int,
+           hi: int) -> list:
+    """Where the barriers ``between`` two commands do not make the first one's write visible to the
+    second one's access of bytes ``buf[lo:hi)``, as Vulkan reads memory dependencies: ``[(side, start,
+    end)]`` (empty: visible everywhere) for the bytes where no barrier holds the write in a source scope
+    (``"source"``), none after that one (or that entry itself) holds the access in a target scope
+    (``"target"``), or no memory or buffer barrier holds the bytes at all (``"bytes"``). Memory
+    dependencies are per byte: buffer barriers on neighbouring bytes together hold an access.
 
-    >>> m = {1: ((DISPATCH_WRITE, DISPATCH_READ, None, 0, 0),)}
-    >>> unseen(m, [1], DISPATCH_WRITE, TRANSFER_READ, False, "b0", 0, 4)
-    'target'
-    >>> unseen(m, [1], TRANSFER_WRITE, DISPATCH_READ, False, "b0", 0, 4)
-    'source'
-    >>> unseen(m, [1], DISPATCH_WRITE, DISPATCH_READ, False, "b0", 0, 4) is None
-    True
+    ``memory``/``scopes``: the op's entries of :attr:`TraceModel.memory` / :attr:`TraceModel.scopes`;
+    ``written``: ``(stages, scope)`` of the write, ``access``: ``(stages, scope, write)`` of the access.
+
+    >>> m = {1: (TRANSFER, TRANSFER, TRANSFER, TRANSFER, ((TRANSFER_WRITE, TRANSFER_READ, "b0", 0, 4),))}
+    >>> unseen(m, {}, [1], (TRANSFER, TRANSFER_WRITE), (TRANSFER, TRANSFER_READ, False), "b0", 0, 8)
+    [('bytes', 4, 8)]
+    >>> unseen(m, {}, [1], (TRANSFER, TRANSFER_WRITE), (TRANSFER, DISPATCH_READ, False), "b0", 0, 4)
+    [('target', 0, 4)]
     """
-    available = False
+    cuts = {lo, hi}
     for b in between:
-        entries = memory.get(b)
-        if entries is None:
-            return None
-        made = False
-        for src, dst, bb, start, end in entries:
-            if bb is not None and (bb != buf or lo < start or end < hi):
-                continue   # a buffer barrier that does not hold every byte of the access
-            if covers(dst, need, write) and (available or covers(src, write_scope, True)):
+        rec = memory.get(b)
+        for _s, _d, bb, start, end in rec[4] if rec else ():
+            if bb == buf:
+                cuts.update(c for c in (start, end) if lo < c < hi)
+    out: list = []
+    cuts = sorted(cuts)
+    for p, q in zip(cuts, cuts[1:]):
+        side = _unseen_bytes(memory, scopes, between, written, access, buf, p, q)
+        if side is None:
+            continue
+        if out and out[-1][0] == side and out[-1][2] == p:
+            out[-1] = (side, out[-1][1], q)
+        else:
+            out.append((side, p, q))
+    return out
+
+
+def _unseen_bytes(memory, scopes, between, written, access, buf, p, q) -> str | None:
+    """:func:`unseen` for bytes ``[p, q)`` that every buffer barrier holds whole or not at all. Only
+    barriers in an execution dependency chain from the write count (Vulkan: a barrier whose first
+    scope holds neither the write nor a barrier after it does nothing for it); a memory barrier's
+    access scopes hold only accesses in the stages it names (Vulkan's access scopes: no logically
+    earlier/later stages); a barrier without memory barriers makes visible everything in its stage
+    scopes (CB9). The side is ``"source stages"`` / ``"target stages"`` when a scope holds the
+    access but its barrier's stages do not."""
+    wstages, wscope = written
+    astages, need, write = access
+    chain = avail = 0   # the stages ordered after the write / after an availability of it
+    held = src_miss = dst_miss = False
+    for b in between:
+        rec = memory.get(b)
+        if rec is None:   # no memory barriers: memory is ordered as execution
+            scope = scopes.get(b)
+            if scope is None:
+                return None   # holds every command on both sides
+            source, target = scope[0], scope[1]
+            if (wstages | chain) & source:
+                held = True
+                if (wstages | avail) & source:
+                    if astages & target:
+                        return None
+                    avail |= target
+                chain |= target
+            continue
+        source, target, src, dst, entries = rec
+        chained = (wstages | chain) & source
+        before = avail & source   # made available earlier, in this barrier's chain
+        for esrc, edst, bb, start, end in entries:
+            if bb is not None and (bb != buf or p < start or end < q):
+                continue   # a buffer barrier on other bytes
+            made = covers(esrc, wscope, True)
+            src_miss = src_miss or (made and not wstages & src)
+            made = made and bool(wstages & src)
+            seen = covers(edst, need, write)
+            dst_miss = dst_miss or (seen and not astages & dst)
+            if not chained:
+                continue
+            held = True
+            if (before or made) and seen and astages & dst:
                 return None
-            made = made or covers(src, write_scope, True)
-        available = available or made
-    return "target" if available else "source"
+            if made:
+                avail |= target
+        if chained:
+            chain |= target
+            if before:
+                avail |= target
+    if not held:
+        return "bytes"
+    side = "target" if avail else "source"
+    return f"{side} stages" if (dst_miss if avail else src_miss) else side
+
+
 _OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signal"))
 _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
 
@@ -205,26 +301,26 @@ class Op:
         barriers = self.barriers or ()
         return barriers[bisect_left(barriers, i):bisect_left(barriers, j)]
 
-    def barriers_order(self, scopes: dict | None, i: int, kind_i: str, j: int, kind_j: str) -> bool:
-        """Whether the barriers between commands ``i < j`` (of kinds ``kind_i``, ``kind_j``) order
-        them: a chain of barriers, each in the previous one's target stages (Vulkan's execution
-        dependency chain), from one whose source stages hold command i's to one whose target
-        stages hold command j's. ``scopes``: the op's entry of :attr:`TraceModel.scopes`. Memory
-        scopes are :func:`unseen`'s."""
+    def barriers_order(self, scopes: dict | None, i: int, first: int, j: int, last: int) -> bool:
+        """Whether the barriers between commands ``i < j`` order an access of command i in stages
+        ``first`` before one of command j in stages ``last`` (:func:`access_stages`): a chain of
+        barriers, each whose first scope meets the previous one's second scope (Vulkan's execution
+        dependency chain), from one whose first scope holds ``first`` to one whose second scope
+        holds ``last``. ``scopes``: the op's entry of :attr:`TraceModel.scopes`. Memory scopes are
+        :func:`unseen`'s."""
         between = self.between(i, j)
         if not between:
             return False
         if scopes is None:
             return True
-        first, reached = STAGES_OF.get(kind_i, ALL_STAGES), 0
+        reached = 0
         for b in between:
             scope = scopes.get(b)
             if scope is None:  # orders every command before it before every command after it
                 return True
-            src, dst = scope
-            if first & src or reached & src:
-                reached |= dst
-        return bool(reached & STAGES_OF.get(kind_j, ALL_STAGES))
+            if (first | reached) & scope[0]:
+                reached |= scope[1]
+        return bool(reached & last)
 
     @property
     def stuck(self) -> bool:
@@ -295,11 +391,11 @@ class TraceModel:
         # host signals the HAL refused (signal_rejected): (sem, value, cause "host:T" or op id, idx, status)
         self.rejected: list[tuple] = []
         self.ncmds = 0
-        # op id → {barrier index: (source, target) stages} of its barriers that do not order every
-        # command (barrier_scopes); ops whose barriers all do are not in it (most: no memory per op)
+        # op id → {barrier index: barrier_scopes} of its barriers that do not order every command;
+        # ops whose barriers all do are not in it (most: no memory per op)
         self.scopes: dict[str, dict] = {}
-        # op id → {barrier index: barrier_memory entries} of its barriers that do not make every
-        # write visible to every later access; likewise only ops that have one
+        # op id → {barrier index: stage_scopes + (barrier_memory entries,)} of its barriers with
+        # memory or buffer barriers that do not make every write visible; likewise only ops with one
         self.memory: dict[str, dict] = {}
         self._maxes: dict[str, list] = {}
         self._commands: list | None = []
@@ -363,8 +459,9 @@ class TraceModel:
                         if scope is not None:
                             self.scopes.setdefault(op.id, {})[e["index"]] = scope
                         memory = barrier_memory(e.get("scopes")) if kind == "barrier" else None
-                        if memory is not None:
-                            self.memory.setdefault(op.id, {})[e["index"]] = memory
+                        if memory is not None:   # (its stages too: they limit its access scopes)
+                            self.memory.setdefault(op.id, {})[e["index"]] = \
+                                stage_scopes(e.get("stages")) + (memory,)
             elif ev == "op":
                 fields = {k: v for k, v in e.items() if k not in _OP_KEYS} or _NO_FIELDS
                 # tuples of interned names: a million ops must not hold a million copies of "s0"

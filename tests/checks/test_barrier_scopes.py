@@ -126,14 +126,15 @@ def test_a_bad_access_scope_is_invalid_argument(kwargs, message):
 
 
 def test_a_buffer_barrier_holding_part_of_a_read_does_not_make_the_rest_visible():
-    # the copy reads b0[0:16); the barrier holds b0[8:16) only: bytes [0:8) stay invisible
+    # the copy reads b0[0:16); the barrier holds b0[8:16) only: bytes [0:8) stay invisible (and only
+    # they: what is missing is a buffer barrier on them, not a scope)
     trace = run("sim", fill_copy(buffer_barriers=lambda a: [(SC.TRANSFER_WRITE, SC.TRANSFER_READ,
                                                              hal.BufferRef(a, 8, 8))]))
     assert findings(trace) == [
         ("hazard.raw", ["0:0.0", "0:0.2"],
-         "copy 0:0.2 reads buffer b0[0:16) written by fill 0:0.0 in the same command buffer: the execution "
+         "copy 0:0.2 reads buffer b0[0:8) written by fill 0:0.0 in the same command buffer: the execution "
          "barrier between them orders them but its memory barriers (0:0.1 TRANSFER_WRITE -> TRANSFER_READ on "
-         "b0[8:16)) do not make the write visible: no source scope holds the fill write (TRANSFER_WRITE) (RAW)"),
+         "b0[8:16)) do not make the write visible: no buffer barrier holds b0[0:8) (RAW)"),
     ]
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ..findings import Finding, cmd_id, span
-from ..model import READ_SCOPE_OF, STAGES_OF, WRITE_SCOPE_OF, scope_names, stage_names, unseen
+from ..model import READ_SCOPE_OF, WRITE_SCOPE_OF, access_stages, scope_names, stage_names, unseen
 
 RULES = {
     "hazard.raw": "a command (or the host, mapping) reads bytes another command or the host wrote, with "
@@ -102,8 +102,9 @@ class HazardChecker:
 
     # -- shadow memory ----------------------------------------------------------------------------
 
-    def _conflict(self, prior: _Access, cur: _Access) -> str | None:
-        """None when ``prior`` is ordered before ``cur``; else the scope of the missing order."""
+    def _conflict(self, prior: _Access, cur: _Access, prior_writes: bool, writes: bool) -> str | None:
+        """None when ``prior``'s access (a write: ``prior_writes``) is ordered before ``cur``'s
+        (``writes``); else the scope of the missing order."""
         if prior.op == cur.op:
             # one command; commands on two sides of a barrier (whose stages cover them); a host
             # thread's (or host call's) own accesses, in program order
@@ -113,8 +114,10 @@ class HazardChecker:
                 scopes = self.model.scopes.get(cur.op)
                 if scopes is None:
                     return None
-                a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
-                if self.model.ops[cur.op].barriers_order(scopes, a.index, a.kind, b.index, b.kind):
+                a = (prior.index, access_stages(prior.kind, prior_writes))
+                b = (cur.index, access_stages(cur.kind, writes))
+                a, b = (a, b) if a[0] < b[0] else (b, a)
+                if self.model.ops[cur.op].barriers_order(scopes, a[0], a[1], b[0], b[1]):
                     return None
             return "command_buffer"
         if self.hb.before(prior.node, cur.node) or self.hb.before(cur.node, prior.node):
@@ -128,15 +131,16 @@ class HazardChecker:
         for iv in ivs[first:last]:
             w, reads = iv[2], iv[3]
             if w is not None:
-                scope, side = self._conflict(w, cur), None
-                if scope is None and w.op == cur.op and w.op in self.model.memory:
-                    side = self._unseen(w, cur, mode != "r", buf, iv[0], iv[1])
-                    scope = side and "memory"
+                kind = "raw" if mode != "w" else "waw"
+                scope = self._conflict(w, cur, True, writes)
                 if scope:
-                    self._report("raw" if mode != "w" else "waw", w, cur, buf, iv[0], iv[1], scope, side)
+                    self._report(kind, w, cur, buf, iv[0], iv[1], scope)
+                elif w.op == cur.op and w.op in self.model.memory:
+                    for side, lo_, hi_ in self._unseen(w, cur, writes, buf, iv[0], iv[1]):
+                        self._report(kind, w, cur, buf, lo_, hi_, "memory", side)
             if writes:
                 for r in reads.values():
-                    scope = self._conflict(r, cur)
+                    scope = self._conflict(r, cur, False, True)
                     if scope:
                         self._report("war", r, cur, buf, iv[0], iv[1], scope)
         if writes:
@@ -148,19 +152,21 @@ class HazardChecker:
             for iv in ivs[first:last]:
                 iv[3][lane] = cur   # an earlier read on the same lane happens before this one
 
-    def _unseen(self, w: _Access, cur: _Access, write: bool, buf: str, lo: int, hi: int) -> str | None:
-        """When the barriers that order command ``w`` (a write) before ``cur`` in one command buffer
-        have memory barriers that do not make the write visible to ``cur``'s access (HAL_SEMANTICS
-        CB9 read as Vulkan reads them; a barrier with none makes everything visible): the side no
-        scope holds, ``"source"`` or ``"target"`` (:func:`~..model.unseen`); else None."""
+    def _unseen(self, w: _Access, cur: _Access, write: bool, buf: str, lo: int, hi: int) -> list:
+        """Where the barriers that order command ``w`` (a write) before ``cur`` in one command buffer
+        do not make the write visible to ``cur``'s access (HAL_SEMANTICS CB9 read as Vulkan reads
+        memory dependencies; a barrier with no memory barriers makes visible what its stages hold):
+        ``[(side, start, end)]`` as :func:`~..model.unseen` finds them."""
         if w.index is None or cur.index is None or w.index >= cur.index:
-            return None
+            return []
         need = WRITE_SCOPE_OF.get(cur.kind) if write else READ_SCOPE_OF.get(cur.kind)
         source = WRITE_SCOPE_OF.get(w.kind)
         if need is None or source is None:
-            return None
+            return []
         between = self.model.ops[cur.op].between(w.index, cur.index)
-        return unseen(self.model.memory[cur.op], between, source, need, write, buf, lo, hi)
+        return unseen(self.model.memory[cur.op], self.model.scopes.get(cur.op, {}), between,
+                      (access_stages(w.kind, True), source), (access_stages(cur.kind, write), need, write),
+                      buf, lo, hi)
 
     @staticmethod
     def _split(starts: list, ivs: list, lo: int, hi: int) -> tuple[int, int]:
@@ -203,19 +209,21 @@ class HazardChecker:
             kind = {"raw": "war", "war": "raw"}.get(kind, kind)
         key = (kind, prior.op, prior.index, cur.op, cur.index, buf)
         entry = self.found.get(key)
-        if entry is None:
-            self.found[key] = [kind, prior, cur, buf, lo, hi, scope, side]
+        if entry is None:   # (with the bytes of the side first found: the message names them)
+            self.found[key] = [kind, prior, cur, buf, lo, hi, scope, side, lo, hi]
         else:
             entry[4], entry[5] = min(entry[4], lo), max(entry[5], hi)
+            if side == entry[7]:
+                entry[8], entry[9] = min(entry[8], lo), max(entry[9], hi)
 
     def findings(self) -> list[Finding]:
         out = []
-        for kind, prior, cur, buf, lo, hi, scope, side in self.found.values():
+        for kind, prior, cur, buf, lo, hi, scope, side, side_lo, side_hi in self.found.values():
             a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
-                why = self._within(prior, cur)
+                why = self._within(kind, prior, cur)
             elif scope == "memory":
-                why = self._invisible(kind, prior, cur, side)
+                why = self._invisible(kind, prior, cur, side, buf, side_lo, side_hi)
             elif scope == "host":
                 why = "with no semaphore wait ordering them"
             else:
@@ -227,42 +235,49 @@ class HazardChecker:
                                {"buffer": buf, "range": [lo, hi], "scope": scope}))
         return out
 
-
-    def _within(self, prior: _Access, cur: _Access) -> str:
+    def _within(self, kind: str, prior: _Access, cur: _Access) -> str:
         """Why two commands of one command buffer are not ordered: no barrier, or barriers whose
-        stages do not cover them."""
-        a, b = (prior, cur) if prior.index < cur.index else (cur, prior)
+        stages do not hold their accesses (``kind``: raw, war or waw says which ones write)."""
+        first = (prior, access_stages(prior.kind, kind != "war"))
+        last = (cur, access_stages(cur.kind, kind != "raw"))
+        (a, a_stages), (b, b_stages) = (first, last) if prior.index < cur.index else (last, first)
         op = self.model.ops[cur.op]
         between = op.between(a.index, b.index)
         if not between:
             return "in the same command buffer with no execution barrier between them"
         stages = self.model.scopes.get(op.id, {})
-        scopes = ", ".join(f"{cmd_id(op.id, i)} {stage_names(stages[i][0])} -> {stage_names(stages[i][1])}"
+        scopes = ", ".join(f"{cmd_id(op.id, i)} {stage_names(stages[i][2])} -> {stage_names(stages[i][3])}"
                            if i in stages else f"{cmd_id(op.id, i)}" for i in between)
         return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
                 f"them ({scopes}) do{'es' if len(between) == 1 else ''} not order {a.kind} "
-                f"({stage_names(STAGES_OF.get(a.kind, 0))}) work before {b.kind} "
-                f"({stage_names(STAGES_OF.get(b.kind, 0))}) work")
+                f"({stage_names(a_stages)}) work before {b.kind} ({stage_names(b_stages)}) work")
 
-
-    def _invisible(self, kind: str, w: _Access, cur: _Access, side: str) -> str:
+    def _invisible(self, kind: str, w: _Access, cur: _Access, side: str, buf: str, lo: int, hi: int) -> str:
         """Why a write is not visible to a later command across barriers that order them: the
-        barriers' memory barriers, and the access scope (``side``, as :meth:`_unseen` found) none of
-        them holds."""
+        barriers' memory barriers, and what none of them holds (``side``, as :meth:`_unseen` found):
+        the write in a source scope, the access in a target scope, or the bytes."""
         op = self.model.ops[cur.op]
         between = op.between(w.index, cur.index)
         memory = self.model.memory[cur.op]
         write = kind == "waw"
-        bars = "; ".join(f"{cmd_id(op.id, b)} " + ", ".join(_entry(e) for e in memory[b]) for b in between)
-        if side == "source":
-            missing, what = WRITE_SCOPE_OF[w.kind], f"{w.kind} write"
+        bars = "; ".join(f"{cmd_id(op.id, b)} " + (", ".join(_entry(e) for e in memory[b][4]) if b in memory
+                                                   else "no memory barriers") for b in between)
+        if side == "bytes":
+            why = f"no buffer barrier holds {buf}{span(lo, hi)}"
         else:
-            missing = WRITE_SCOPE_OF[cur.kind] if write else READ_SCOPE_OF[cur.kind]
-            what = f"{cur.kind} {'write' if write else 'read'}"
+            if side.startswith("source"):
+                cmd, missing, what = w, WRITE_SCOPE_OF[w.kind], f"{w.kind} write"
+            else:
+                missing = WRITE_SCOPE_OF[cur.kind] if write else READ_SCOPE_OF[cur.kind]
+                cmd, what = cur, f"{cur.kind} {'write' if write else 'read'}"
+            where, _, stages = side.partition(" ")
+            why = f"no {where} scope holds the {what} ({scope_names(missing)})"
+            if stages:   # the scope is there, in a barrier whose stages do not hold the command's access
+                held = access_stages(cmd.kind, where == "source" or write)
+                why += f" in a barrier whose {where} stages hold {cmd.kind} ({stage_names(held)})"
         return (f"in the same command buffer: the execution barrier{'s' if len(between) > 1 else ''} between "
                 f"them order{'' if len(between) > 1 else 's'} them but {'their' if len(between) > 1 else 'its'} "
-                f"memory barriers ({bars}) do not make the write visible: no {side} scope holds the {what} "
-                f"({scope_names(missing)})")
+                f"memory barriers ({bars}) do not make the write visible: {why}")
 
 
 def _entry(entry) -> str:
