@@ -33,6 +33,7 @@ from ..trace_tools.model import queue_order, scopes_ok
 # waits resolve, so a later action without waits overtakes an earlier one (sim:cuda does this).
 IN_ORDER = ("metal", "opencl")
 INLINE = ("sync", "local-sync")
+STICKY = ("cuda", "opencl")
 # commands that order what comes before them in a command buffer before what comes after
 BARRIERS = ("barrier", "wait_events")
 # Execution stages (HAL_SEMANTICS CB9), read as IREE's Vulkan driver maps them to pipeline stages
@@ -255,15 +256,23 @@ _OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signa
 _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
 
 
+def _device_kinds(header: dict) -> tuple:
+    """The trace's personality and its device's driver name (``sim:cuda`` → ``cuda``)."""
+    base = str(header.get("device", "")).split("?")[0]
+    return header.get("personality"), base.split(":", 1)[1] if base.startswith("sim:") else base.split(":")[0]
+
+
+def device_sticky(header: dict) -> bool:
+    """Whether the device follows IREE's CUDA design, whose queue status stays failed after a failed
+    action (HAL_SEMANTICS B.3): ``cuda``, ``opencl`` and their models."""
+    return any(kind in STICKY for kind in _device_kinds(header))
+
+
 def device_ordering(header: dict) -> str:
     """``in_order`` (Metal command queues, OpenCL in-order queues: ops on one queue run in enqueue
     order), ``inline`` (local-sync and its model: a queue call runs before it returns) or
     ``unordered`` (IREE semantics: only semaphores order submissions)."""
-    personality = header.get("personality")
-    uri = str(header.get("device", ""))
-    base = uri.split("?")[0]
-    name = base.split(":", 1)[1] if base.startswith("sim:") else base
-    for kind in (personality, name):
+    for kind in _device_kinds(header):
         if kind in IN_ORDER:
             return "in_order"
         if kind in INLINE:

@@ -9,7 +9,8 @@ the stuck op ahead of it — and:
 * ``deadlock.queue_order`` — a cycle that goes through queue order: an op waits for a value that
   only an op queued *behind* it on the same in-order queue signals (same-queue wait-before-signal);
 * ``deadlock.unsignaled`` — a stuck op waits for a value nothing ever signals (no op, pending or
-  done, and no host call);
+  done, and no host call; a host call that returned DEFERRED and whose list nobody signaled is
+  named: it finished, but never signaled);
 * ``deadlock.host_wait`` — a host wait failed with a deadlock (or a deadline) for a value no
   operation would ever signal: the host itself was supposed to signal it, or nobody was.
 
@@ -84,10 +85,15 @@ def check(model, hb) -> list[Finding]:
     if not stuck and st.cut is None and not any(ev.kind == "wait" and ev.status in (4, 10)
                                                  for evs in model.host.values() for ev in evs):
         return out
-    # who would signal (sem, >= value): every op in the trace, stuck or not, sorted by value
+    # who would signal (sem, >= value): every op in the trace, stuck or not, sorted by value — but
+    # not one that finished without getting there (a host call that returned DEFERRED: HAL Q12)
     signalers: dict[str, list] = {}
+    unsent: dict[str, list] = {}   # sem -> [(value, op id)] of those
     for op in model.ops.values():
         for sem, v in op.signal:
+            if op.status == 0 and not st.stuck(op) and model.final_value(sem) < v:
+                unsent.setdefault(sem, []).append((v, op.id))
+                continue
             signalers.setdefault(sem, []).append((v, op_key(op.id), op.id))
     stuck_ids = {op.id for op in stuck}
     free_from: dict[str, list] = {}   # sem -> for each position: a non-stuck signaler at or after it?
@@ -109,7 +115,7 @@ def check(model, hb) -> list[Finding]:
             if not others:
                 out.append(Finding("deadlock.unsignaled", "error", [op.id],
                                    f"{op.kind} {op.id} waits for {sem}>={v} but nothing signals {sem} "
-                                   f"to >= {v} (it stays at {st.value(sem)})",
+                                   f"to >= {v} (it stays at {st.value(sem)})" + _unsent(model, unsent, sem, v),
                                    {"semaphore": sem, "value": v}))
             free = i < len(lst) and free_from[sem][i]   # an op that ran (so not this one) meets it
             nearest = [x[2] for x in others if x[0] == others[0][0]][:4] if others else []
@@ -154,9 +160,23 @@ def check(model, hb) -> list[Finding]:
                 s, v = orphan[0]
                 out.append(Finding("deadlock.host_wait", "error", [],
                                    f"host thread {thread} waits for {s}>={v} but no operation "
-                                   f"signals {s} to >= {v} and no other host thread did",
+                                   f"signals {s} to >= {v} and no other host thread did" + _unsent(model, unsent, s, v),
                                    {"thread": thread, "semaphore": s, "value": v}))
     return out
+
+
+def _unsent(model, unsent, sem: str, value: int) -> str:
+    """Why an op whose list names ``sem`` >= ``value`` did not signal it, for the message."""
+    for v, op_id in sorted(unsent.get(sem, ()), key=lambda x: (x[0], op_key(x[1]))):
+        if v < value:
+            continue
+        op = model.ops[op_id]
+        if op.kind == "host_call":
+            return (f"; host call {op_id} finished without signaling {sem}={v} (its function returned "
+                    f"DEFERRED, taking the signal over) and nothing signaled it since: signal or fail "
+                    f"ctx.signal when the deferred work ends")
+        return f"; {op.kind} {op_id} finished without signaling {sem}={v}"
+    return ""
 
 
 def _blocked(stuck, needs, ahead, model) -> tuple[set, set]:

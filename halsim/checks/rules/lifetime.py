@@ -6,7 +6,8 @@
   buffer (it may free the storage while the command still runs), or after a host access to its
   bytes (``map_write``…: the host may touch freed storage);
 * ``lifetime.use_before_alloca`` — a command (or host access) uses a transient buffer that its
-  ``queue_alloca`` is not ordered before (the storage may not exist yet);
+  ``queue_alloca`` is not ordered before (the storage may not exist yet), or its ``queue_dealloca``
+  is not ordered after it (whether or not the dealloca failed, unless its wait failed);
 * ``lifetime.host_release_in_flight`` — the host dropped its last reference to a resource while an
   op that uses it had not finished, and the device did not retain it (``retain_resources=False``:
   the bug the Metal driver's async change fixed).
@@ -32,8 +33,8 @@ from ..findings import Finding, cmd_id
 RULES = {
     "lifetime.use_after_dealloca": "a command or host access uses a transient buffer after its queue_dealloca",
     "lifetime.dealloca_race": "queue_dealloca is not ordered after a use of the buffer (command or host access)",
-    "lifetime.use_before_alloca": "a command or host access uses a transient buffer its queue_alloca is not "
-                                  "ordered before",
+    "lifetime.use_before_alloca": "a command, host access or queue_dealloca uses a transient buffer its "
+                                  "queue_alloca is not ordered before",
     "lifetime.host_release_in_flight": "the host released a resource an unfinished op uses, and nothing retained it",
 }
 
@@ -133,7 +134,25 @@ class LifetimeChecker:
         if key not in self.found:
             self.found[key] = Finding(rule, "error", ops, message, {"buffer": buf})
 
+    def _deallocas_before_alloca(self) -> None:
+        """A ``queue_dealloca`` must itself be ordered after its ``queue_alloca`` (Q8: the storage is
+        committed only after the alloca's waits): one that runs first fails (the device's
+        FAILED_PRECONDITION) or frees nothing yet. Failed ones count too, except a dealloca whose wait
+        failed: it never ran (Q9)."""
+        hb = self.hb
+        for op in self.model.ops.values():
+            if op.kind != "dealloca" or op.stuck or not op.fields.get("transient", True):
+                continue
+            alloca = self.alloca.get(op.fields.get("buf"))
+            if alloca is None or hb.op_before(alloca, op.id) or (op.status and _wait_failed(self.model, op)):
+                continue
+            buf = op.fields["buf"]
+            self._add("lifetime.use_before_alloca", buf, op.id, [alloca, op.id],
+                      f"dealloca {op.id} of transient buffer {buf} is not ordered after its alloca {alloca}: "
+                      f"the storage may not be committed yet; wait for the alloca's signal")
+
     def findings(self) -> list[Finding]:
+        self._deallocas_before_alloca()
         out = list(self.found.values())
         ops = self.model.ops
         for res, idx in self.model.host_releases:
@@ -146,3 +165,12 @@ class LifetimeChecker:
                         f"flight, and the device did not retain it (retain_resources=False?)",
                         {"resource": res}))
         return out
+
+
+def _wait_failed(model, op) -> bool:
+    """Whether one of ``op``'s waits failed before it was met (so the op never ran)."""
+    for sem, value in op.wait:
+        fail = model.fails.get(sem)
+        if fail is not None and fail[3] < op.done and model.first_signal(sem, value, fail[3]) is False:
+            return True
+    return False

@@ -60,3 +60,29 @@ def test_a_long_fill_in_flight_on_sim_cuda_fails_once_the_queue_is_sticky():
         assert done["0:0"] == 0 and done["0:1"] == S.ABORTED.value  # the fill ran; the host call did not
     finally:
         dev.close()
+
+
+def test_the_checks_know_a_sticky_completion_signals_nothing():
+    """X (a long fill) signals s=1 and Y (another), behind it on its stream, s=2; a gate failure on the other
+    queue makes the status sticky meanwhile. X's completion fails s; Y then completes and fails its
+    list too: no signal of Y was lost to s's failure (semaphore.signal_after_failure stays quiet), and
+    the host's wait sees the gate's failure."""
+    from halsim.checks import check_trace
+
+    dev = hal.create_device("sim:cuda", queues=2)
+    try:
+        g, s, b = (dev.create_semaphore() for _ in range(3))
+        buf = dev.allocator.allocate_buffer(64 << 20)
+        dev.queue_fill([], [(s, 1)], buf, 0, 64 << 20, 7, 1, queue_affinity=1)
+        dev.queue_fill([(s, 1)], [(s, 2)], buf, 0, 64 << 20, 9, 1, queue_affinity=1)  # ends after X's callback
+        dev.queue_barrier([(g, 1)], [(b, 1)], queue_affinity=2)
+        dev.sleep(1e-4)      # X's issue recorded its event for s=1 ...
+        dev.queue_flush()    # ... which this scan finds: Y is issued behind X (not pending)
+        g.fail(S.ABORTED, "gate")
+        assert _expect_failed(s, 2) == (S.ABORTED, "gate")
+        dev.sleep(1.0)       # (Y completes)
+        done = {e["op"]: e["status"] for e in dev.trace.events("op_done")}
+        assert done == {"0:0": 0, "0:1": 0, "0:2": S.ABORTED.value}
+        assert [(f.rule, f.ops) for f in check_trace(dev.trace).findings] == []
+    finally:
+        dev.close()
