@@ -274,7 +274,10 @@ class StreamExecution:
 
     def _callback_next(self, call) -> None:
         env, path = self.env, self._callback_path
-        at = max(env._now, path.callback_free) + self.cost.host_fn_ns
+        # Not before the issue ended: the host function (CUDA) or event callback (OpenCL) is enqueued
+        # after the signal events are recorded, and an event completes no earlier than its record call
+        # (a stream that ran the work while the issue was still creating events waits for that).
+        at = max(env._now, path.callback_free, call[0].issue_end) + self.cost.host_fn_ns
         path.callback_free = at
         call_after(env, at - env._now, self._completes, call)
 

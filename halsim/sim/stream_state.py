@@ -32,8 +32,8 @@ class NativeEvent:
 class Action:
     """A queue operation on its way through the engine (IREE: ``iree_hal_deferred_work_queue_action_t``)."""
 
-    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "issue_start", "launch_at",
-                 "ready_by", "outcome")
+    __slots__ = ("op", "seq", "waits", "events", "signal_events", "issue_ns", "issue_start", "issue_end",
+                 "launch_at", "ready_by", "outcome")
 
     def __init__(self, op: QueueOp, seq: int):
         self.op = op
@@ -42,6 +42,7 @@ class Action:
         self.ready_by = "issue"  # what it waited for last: "issue", "device" or "host" (cost launch_after)
         self.issue_ns: int | None = None  # inline issue: fixed (and charged to the host) at the queue call
         self.issue_start = 0  # when its issue started
+        self.issue_end = 0    # when it ended: its signal events recorded, its host callback enqueued
         self.waits = list(op.wait)      # not yet resolved, in list order
         self.events: list[NativeEvent] = []
         self.signal_events: list[NativeEvent] = []

@@ -386,6 +386,7 @@ class StreamDevice(StreamExecution, SimDevice):
         # then cuEventRecord per signal), so the stream may start it before the issue ends.
         markers = cost.event_record_ns * len(_device_signals(op)) + cost.event_create_ns * created
         action.launch_at = start + max(0, ns - markers)
+        action.issue_end = start + ns
         # Queued on its stream at once (a busy stream needs no event for it, an idle one a wake-up):
         # the stream takes it at its launch point.
         stream = self._streams[op.queue]

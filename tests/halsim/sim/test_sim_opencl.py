@@ -65,9 +65,11 @@ def test_one_callback_thread_serializes_completions_of_all_queues(make):
     # Each queue call issues inline (1110 ns), then returns; the work is launched after commit 100,
     # before its marker's event is created and recorded (1010): ends at launch + 50 + record 10.
     assert ends == {"0:0": 160, "0:1": 1110 + 160}
-    # One callback thread for both queues, one completion at a time: host_fn_ns each, and releasing
-    # 0:0's (unpooled) event costs that thread event_destroy_ns before it can run 0:1's callback.
-    assert signals == [("s0", 1160), ("s1", 1160 + 500 + 1000)]
+    # A callback is registered once its marker is created and recorded — the issue's end (1110):
+    # host_fn_ns after that (a marker completes no earlier than its enqueue). One callback thread for
+    # both queues, one completion at a time: releasing 0:0's (unpooled) event costs that thread
+    # event_destroy_ns before it can run 0:1's callback (0:1's issue ended at 2220 already).
+    assert signals == [("s0", 1110 + 1000), ("s1", 1110 + 1000 + 500 + 1000)]
 
 
 def test_a_failed_user_event_fails_the_action_and_later_ones(make):
