@@ -247,11 +247,12 @@ class SimDevice(Device):
                 self._lock.release()
 
     def _trace_acquire(self, thread: int, receipt: tuple[int, int], via: str) -> None:
-        self._received_at(receipt[1])  # (the releasing thread's clock at the release)
+        # (the releasing thread's clock at the release; a started thread was not running before it)
+        self._received_at(receipt[1], started=via == "Thread.start")
         super()._trace_acquire(thread, receipt, via)
 
-    def _received_at(self, t: int) -> None:
-        self.threads.receive(t, self.cost.wake_ns)
+    def _received_at(self, t: int, started: bool = False) -> None:
+        self.threads.receive(t, self.cost.wake_ns, started)
 
     def _new_thread_index(self, name: str | None) -> int:
         index = self._thread_count

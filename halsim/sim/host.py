@@ -230,17 +230,19 @@ class HostThreads(PythonWaits):
                 ht.lag = max(0, t - self.env.now)
                 ht.frozen = ht.timed = None
 
-    def receive(self, t: int, wake_ns: int) -> None:
+    def receive(self, t: int, wake_ns: int, started: bool = False) -> None:
         """The calling thread received what a thread whose clock was ``t`` handed over (a traced
         hand-off): it acts after it — at ``t + wake_ns`` if its own clock was behind (it waited;
-        while it waited in Python its clock stood still), else at its own clock."""
+        while it waited in Python its clock stood still), else at its own clock. A thread
+        ``started`` by that hand-off (``Thread.start``) always wakes: it was not running at ``t``
+        (even when its clock, the simulator's, equals the parent's)."""
         if self.in_sim():
             return
         ht = self.current()
         if ht is None:
             return
         mine = self.env._now + ht.lag if ht.frozen is None else ht.frozen
-        if mine < t:
+        if mine < t or (started and mine == t):
             ht.lag = max(0, t + wake_ns - self.env._now)
             ht.frozen = ht.timed = None
         elif ht.frozen is not None:

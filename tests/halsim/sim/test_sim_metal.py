@@ -158,8 +158,10 @@ def test_legacy_sync_queue_call_returns_when_another_thread_signals(make):
     a, b = dev.create_semaphore(), dev.create_semaphore()
     t = threading.Thread(target=lambda: (dev.sleep(0.00001), a.signal(1)))
     t.start()
-    dev.queue_barrier([(a, 1)], [(b, 1)])                    # returns once a = 1 is seen: 10000 + wake
-    assert dev.now() == 10_000 + 700 + 50                    # then one commit
+    dev.queue_barrier([(a, 1)], [(b, 1)])                    # returns once a = 1 is seen
+    # the child starts at the parent's clock + wake (Thread.start), signals 10000 later; the call sees
+    # it wake later, then one commit
+    assert dev.now() == 700 + 10_000 + 700 + 50
     b.wait(1, WAIT)
     join(t)
 

@@ -80,7 +80,9 @@ def test_two_waiters_and_a_signaller(make, personality):
     threads = [start(waiter, 1), start(waiter, 2), start(signaller)]
     for t in threads:
         join(t)
-    assert woke == {1: 1_000_007, 2: 2_000_007}
+    # the signaller starts at wake_ns (Thread.start: a started thread wakes), each waiter sees a
+    # signal wake_ns after it
+    assert woke == {1: 7 + 1_000_000 + 7, 2: 7 + 2_000_000 + 7}
     assert s.query() == 2
 
 
@@ -119,7 +121,7 @@ def test_a_host_call_may_hand_signalling_to_a_new_thread(make):
 
     dev.queue_host_call([], [(done, 1)], fn)
     done.wait(1, WAIT)
-    assert dev.now() == 10_000_000 + 5
+    assert dev.now() == 5 + 10_000_000 + 5   # the thread starts at wake_ns; the waiter wakes wake_ns later
 
 
 def test_a_blocking_wait_inside_a_simulated_host_call_fails_the_call(make):
@@ -137,7 +139,7 @@ def test_sync_queue_call_blocks_until_another_thread_signals(make):
     t = start(lambda: (dev.sleep(0.05), w.signal(1)))
     dev.queue_barrier([(w, 1)], [(g, 1)])  # blocks (virtually) until the thread signals
     assert g.query() == 1
-    assert dev.now() == 50_000_003
+    assert dev.now() == 3 + 50_000_000 + 3   # (the thread starts at wake_ns)
     join(t)
 
 
