@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
-import inspect
 import json
 import math
 import os
+import re
 import sys
 import threading
 import traceback
 
 from reference import hal
+from reference.hal.driver import parse_uri
 from reference.trace import Trace
 from reference.trace.atomic import output_problem, same_file_problem
 
 from .deadline import (EXIT_TIMEOUT, ProgramExit, ProgramTimeout, call_program, exit_now, leftover_threads,
                        run_with_timeout, timeout_problem)
-from .programs import split_program
+from .programs import function_problem, program_imports, split_program
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -147,19 +149,37 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_program(spec: str):
-    """``file.py[:function]`` → the function (default ``main``); UsageError on any problem, including
-    a function that cannot be called with one argument (the device)."""
+def load_program(spec: str, fresh: bool = False):
+    """``file.py[:function]`` → the function (default ``main``), which runs with the program's folder
+    first on ``sys.path`` (:func:`~halsim.programs.program_imports`). UsageError on any problem: a
+    module that fails to load, a function that cannot be called with one argument (the device), or one
+    whose call would not run it (``async def``, a generator). ``fresh``: every call after the first
+    runs the module afresh (``difftest``'s runs, like ``sweep``'s points), so state at its top level
+    (a seeded ``random.Random``) does not carry from one device to the next."""
     path, func = split_program(spec)
     func = func or "main"
     if not path.endswith(".py"):
         raise UsageError(f"program {spec!r}: expected file.py[:function]")
     if not os.path.isfile(path):
         raise UsageError(f"program {path!r}: no such file")
+    first = _load_function(path, func)
+    if not fresh:
+        return first
+    loaded = [first]
+
+    def program(dev):
+        return (loaded.pop() if loaded else _load_function(path, func))(dev)
+    return program
+
+
+def _load_function(path: str, func: str):
+    """Run the module at ``path`` and return its function ``func``, called in the program's folder."""
+    own: dict = {}  # the modules the program imports from its folder: the same ones when it runs
     module_spec = importlib.util.spec_from_file_location("_halsim_program", path)
     module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        with program_imports(path, own):
+            module_spec.loader.exec_module(module)
     except SystemExit as e:
         raise UsageError(f"program {path!r} failed to load: it called sys.exit({e.code!r}) on import") from None
     except Exception as e:  # noqa: BLE001 - any error in the user's file is bad input here
@@ -167,16 +187,14 @@ def load_program(spec: str):
     fn = getattr(module, func, None)
     if not callable(fn):
         raise UsageError(f"program {path!r} has no function {func!r}")
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return fn  # (a builtin or the like: nothing to say beforehand)
-    try:
-        sig.bind(None)
-    except TypeError:
-        raise UsageError(f"program {path!r}: {func}{sig} must take one argument, the device "
-                         f"(e.g. def {func}(dev): ...)") from None
-    return fn
+    problem = function_problem(fn, func)
+    if problem:
+        raise UsageError(f"program {path!r}: {problem}")
+
+    def program(dev):
+        with program_imports(path, own):
+            return fn(dev)
+    return functools.wraps(fn)(program)
 
 
 def program_raised(spec: str, what: str, error: BaseException) -> None:
@@ -221,11 +239,32 @@ def _check_outputs(outputs: dict, inputs) -> None:
                 raise UsageError(problem)
 
 
+def _cost_model_files(uri: str | None, options: dict | None = None) -> list[str]:
+    """The cost-model file the device reads (its ``cost_model`` option, in the URI or ``options``):
+    an input an output must not replace."""
+    try:
+        named = {**parse_uri(uri or "local-task")[2], **(options or {})}
+    except hal.HalError:
+        return []  # (a bad URI is reported when the device is created)
+    model = named.get("cost_model")
+    return [model] if isinstance(model, (str, os.PathLike)) and model else []
+
+
 def _create(uri: str):
     try:
         return hal.create_device(uri)
     except hal.HalError as e:
         raise UsageError(f"device {uri!r}: {e}") from None
+
+
+def _file_name_of(uri: str) -> str:
+    """A device URI as a file name: every character but letters, digits and ``._=-`` (a ``/`` of a
+    cost-model path, ``:``, ``?``, ``&``) becomes ``_``; at most 100 characters.
+
+    >>> _file_name_of("sim:opencl?cost_model=/abs/m.json&queues=2")
+    'sim_opencl_cost_model=_abs_m.json_queues=2'
+    """
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", uri)[:100]
 
 
 def cmd_demo(args) -> int:
@@ -251,7 +290,7 @@ def cmd_demo(args) -> int:
         except hal.HalError as e:
             print(f"halsim: the demo pipeline on {args.device} raised {e}", file=sys.stderr)
             return 1
-        path = os.path.join(args.out, f"{args.device.replace(':', '_').replace('?', '_')}.trace.json")
+        path = os.path.join(args.out, f"{_file_name_of(args.device)}.trace.json")
         dev.trace.save(path)
     print(summarize(Trace.load(path), title=f"demo pipeline on {args.device}"))
     print(f"output check: {'OK' if result else 'MISMATCH'}")
@@ -259,12 +298,11 @@ def cmd_demo(args) -> int:
     return 0 if result else 1
 
 
-def _run_schedule(args, timeout):
+def _run_schedule(args, schedule, timeout):
     """``halsim run SCHEDULE``: (device, trace, step errors); the device is the schedule's own
     unless --device names one."""
     from .schedule import ScheduleError, run_schedule
 
-    schedule = _load_schedule(args.program)
     uri = args.device or schedule.device
     devices = []
     try:
@@ -283,11 +321,14 @@ def _run_schedule(args, timeout):
 def cmd_run(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: expected a .png or .svg file name")
+    schedule = _load_schedule(args.program) if _is_schedule(args.program) else None
+    device_files = _cost_model_files(args.device) if args.device or not schedule else \
+        _cost_model_files(schedule.device, schedule.options)
     _check_outputs({"--trace": args.trace, "--plot": args.plot, "--perfetto": args.perfetto},
-                   [split_program(args.program)[0]])
+                   [split_program(args.program)[0], *device_files])
     timeout = _timeout(args)
-    if _is_schedule(args.program):
-        uri, trace, errors = _run_schedule(args, timeout)
+    if schedule:
+        uri, trace, errors = _run_schedule(args, schedule, timeout)
         if args.trace:
             trace.save(args.trace)
         for e in errors:
@@ -314,9 +355,11 @@ def cmd_run(args) -> int:
             program_raised(args.program, f"{args.program} on {uri}", e)
             code = 1
         finally:
-            if args.trace:
-                dev.trace.save(args.trace)
-            dev.close()
+            try:
+                dev.close()  # (first: what close records — work in flight ending, CANCELLED waits — is saved too)
+            finally:
+                if args.trace:
+                    dev.trace.save(args.trace)
         trace = dev.trace
         if code:
             return code
@@ -352,14 +395,16 @@ def cmd_difftest(args) -> int:
         problem = output_problem(os.path.join(args.out, "reference.trace.json"), "--out", create_dirs=True)
         if problem:
             raise UsageError(problem)
-    fn = schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) else load_program(args.program)
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with quiet:  # --json: the program's prints, loading it too, go to stderr; stdout is the report only
+        fn = schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) \
+            else load_program(args.program, fresh=True)  # (each device runs the module afresh)
     sim = args.sim or _default_sim(args.real)
     for uri in (args.real, sim, args.reference):
         _create(uri).close()  # bad or unavailable device URIs: one line, exit 2, before running anything
     timeout = _timeout(args)
-    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        with quiet:  # --json: the program's own prints go to stderr; stdout is the report only
+        with quiet:
             report = run_with_timeout(lambda: difftest(
                 fn, args.real, sim, args.runs, args.reference, args.tolerance,
                 progress=lambda msg: print(f"difftest: {msg}", file=sys.stderr)), timeout)
@@ -389,6 +434,19 @@ def cmd_devices(args) -> int:
     return 0
 
 
+EXIT_BROKEN_PIPE = 141  # what a shell shows for a filter ended by SIGPIPE (128 + 13)
+
+
+def _leave_quietly() -> int:
+    """Stop writing to a stdout nobody reads, as Unix filters do: no message, status 141. Its fd now
+    goes to /dev/null, so flushing what is left at exit raises nothing (Python's documented recipe)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv=None) -> int:
     """Run one command and return its exit status. A program that leaves threads running (a thread
     waiting for a value nobody signals) does not hold the process up: after the command's work and
@@ -404,9 +462,12 @@ def main(argv=None) -> int:
         code = {"demo": cmd_demo, "run": cmd_run, "devices": cmd_devices, "difftest": cmd_difftest,
                 **trace_cli.COMMANDS, **check_cli.COMMANDS, **calibrate_cli.COMMANDS,
                 **campaigns_cli.COMMANDS}[args.command](args)
+        sys.stdout.flush()  # (a reader that left shows here, not as a traceback at exit)
     except UsageError as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         code = 2
+    except BrokenPipeError:  # stdout's reader left (`halsim stats t.json | head`): not bad input
+        code = _leave_quietly()
     except OSError as e:  # a file the command could not write (checked beforehand where it can be)
         print(f"halsim: error: {e.filename or ''}: {e.strerror or e}".replace("error: : ", "error: "),
               file=sys.stderr)

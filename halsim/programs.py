@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 
 def split_program(spec: str, base: str | None = None) -> tuple[str, str | None]:
@@ -20,3 +22,78 @@ def split_program(spec: str, base: str | None = None) -> tuple[str, str | None]:
             head.endswith(".py") or os.path.isfile(os.path.join(base or "", head))):
         return head, tail or None
     return spec, None
+
+
+def function_problem(fn, func: str) -> str | None:
+    """Why halsim cannot run a program by calling ``fn`` (named ``func``) once with the device, or None:
+    a function that cannot take one argument, or one whose call runs none of it (``async def``, a
+    generator: the call only makes the coroutine or generator).
+
+    >>> async def main(dev): ...
+    >>> function_problem(main, "main").split(";")[0]
+    'main is an async function'
+    >>> function_problem(lambda a, b: None, "f")
+    'f(a, b) must take one argument, the device (e.g. def f(dev): ...)'
+    """
+    import inspect
+
+    kind = ("an async function" if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            else "a generator function" if inspect.isgeneratorfunction(fn) else None)
+    if kind:
+        return (f"{func} is {kind}; halsim calls it once and does not {'await' if 'async' in kind else 'iterate'} "
+                f"it: make it a plain function (def {func}(dev): ...)")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # (a builtin or the like: nothing to say beforehand)
+    try:
+        sig.bind(None)
+    except TypeError:
+        return f"{func}{sig} must take one argument, the device (e.g. def {func}(dev): ...)"
+    return None
+
+
+@contextlib.contextmanager
+def program_imports(file: str, own: dict | None = None):
+    """While a host program loads and runs: Python's rule for ``python file.py``, the file's folder
+    first on ``sys.path``, so the program imports the modules beside it (``import helper``). After,
+    the entry is gone and so are the modules imported from that folder, so the next program — or this
+    one afresh, as ``difftest`` and ``sweep`` run it — neither finds nor reuses them. ``own`` (a dict)
+    keeps those modules from one window to the next of the same run: a function that imports a helper
+    when called gets the one its module imported when it loaded.
+
+    >>> import sys, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(folder, "helper_mod.py"), "w").write("N = 3\\n")
+    >>> with program_imports(os.path.join(folder, "prog.py")):
+    ...     import helper_mod
+    >>> helper_mod.N, folder in sys.path, "helper_mod" in sys.modules
+    (3, False, False)
+    """
+    folder = os.path.dirname(os.path.abspath(file))
+    own = {} if own is None else own
+    before = set(sys.modules)
+    for name, module in own.items():
+        sys.modules.setdefault(name, module)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # (the program may have removed it itself)
+            sys.path.remove(folder)
+        for name in set(sys.modules) - before | set(own):
+            if _imported_from(sys.modules.get(name), name, folder):
+                own[name] = sys.modules.pop(name)
+
+
+def _imported_from(module, name: str, folder: str) -> bool:
+    """Whether ``module`` (``name``) was found in ``folder`` itself: ``folder/top.py`` or the package
+    ``folder/top/`` of its top-level name — not a library below it (a virtual environment in the
+    program's folder)."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    top = name.split(".", 1)[0]
+    path = os.path.abspath(path)
+    return os.path.dirname(path) == folder and os.path.basename(path).split(".", 1)[0] == top \
+        or path.startswith(os.path.join(folder, top) + os.sep)

@@ -96,6 +96,7 @@ def run_unordered(fn, shared, items, jobs: int = 1, dask: str | None = None):
             futures = {pool.submit(_call_shared, fn, item): item for item in items}
             for fut in concurrent.futures.as_completed(futures):
                 yield futures[fut], fut.result()
+            _finish_workers(pool)
         except BaseException:
             # (Ctrl-C, a task's error, the caller stopping early): nothing more is wanted from the
             # workers, and a task in progress may run for long (a program that never returns). The
@@ -127,6 +128,44 @@ def _stop_workers(pool) -> None:
     exit with it): once the workers are gone, this process closes its own copy of the pipe's write
     end, so that read ends (EOF), the pool counts itself broken and shuts down."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    _terminate(procs)
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None and not any(p.is_alive() for p in procs):
+        try:
+            writer.close()
+        except OSError:
+            pass
+
+
+#: How long the workers get, after the last result, to exit on their own (as ``halsim`` waits for a
+#: program's leftover threads: :data:`halsim.deadline.LEFTOVER_GRACE_S`).
+WORKER_EXIT_GRACE_S = 1.0
+
+
+def _finish_workers(pool, grace: float = WORKER_EXIT_GRACE_S) -> None:
+    """Every result is in: let the workers exit, and terminate those still alive after ``grace``
+    seconds. A worker's interpreter joins the program's non-daemon threads at exit, for ever if one
+    waits for a value nobody signals; an unbounded ``shutdown(wait=True)`` would hang the campaign
+    on it after its last row (``halsim`` itself leaves such threads behind, README). Says so on
+    stderr, in one line."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # (before shutdown forgets them)
+    pool.shutdown(wait=False)
+    try:
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    except BaseException:  # (a Ctrl-C meanwhile: the pool no longer lists them, stop them here)
+        _terminate(procs)
+        raise
+    stuck = [proc for proc in procs if proc.is_alive()]
+    if stuck:
+        print(f"halsim: {len(stuck)} worker process{'es' if len(stuck) != 1 else ''} still running a program "
+              f"thread after the last task; stopped {'them' if len(stuck) != 1 else 'it'}", file=sys.stderr)
+        _terminate(stuck)
+
+
+def _terminate(procs) -> None:
+    """SIGTERM each of ``procs`` and wait up to 5 s for each."""
     for proc in procs:
         try:
             proc.terminate()
@@ -136,12 +175,6 @@ def _stop_workers(pool) -> None:
         try:
             proc.join(5)
         except (OSError, ValueError, AssertionError):
-            pass
-    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
-    if writer is not None and not any(p.is_alive() for p in procs):
-        try:
-            writer.close()
-        except OSError:
             pass
 
 

@@ -125,7 +125,7 @@ def run_fuzz(programs: int, seed: int, knobs: dict, out: str | None, jobs: int =
             os.makedirs(out, exist_ok=True)
         except OSError as e:
             raise CampaignError(f"--out {out!r}: {e.strerror}") from None
-    bar = Progress(programs, "fuzz", stream) if progress else None
+    bar = Progress(programs, "fuzz", stream, unit="programs") if progress else None
     rules: collections.Counter = collections.Counter()
     files, crashes, with_findings, done = [], [], 0, 0
     try:
@@ -171,9 +171,11 @@ def add_parsers(sub) -> None:
     f.add_argument("--drop-sync", type=float, default=0.1,
                    help="probability of dropping each needed wait or barrier (default: %(default)s)")
     f.add_argument("--queues", type=int, default=2, help="queues (default: %(default)s)")
-    f.add_argument("--fail-prob", type=float, default=0.0, help="probability a gate semaphore is failed by the host")
+    f.add_argument("--fail-prob", type=float, default=0.0,
+                   help="probability a gate semaphore is failed by the host (default: %(default)s)")
     f.add_argument("--device", default="sim", help="sim device URI (default: %(default)s)")
-    f.add_argument("--fault-rate", type=float, default=0.0, help="the device's fault_rate option")
+    f.add_argument("--fault-rate", type=float, default=0.0,
+                   help="the device's fault_rate option (default: %(default)s)")
     f.add_argument("--out", help="folder for the finding files (fuzz_SEED.toml)")
     f.add_argument("--jobs", "-j", type=int, default=1, help="local worker processes (default: %(default)s)")
     f.add_argument("--dask", metavar="ADDRESS", help="'local' or tcp://host:port")

@@ -54,8 +54,10 @@ import sys
 import time
 import warnings
 
+from ..programs import program_imports
 from .executor import EXIT_INTERRUPTED, CampaignError, HeldInterrupts, Interrupted, Progress, run_unordered
-from .sweep_spec import DEFAULT_METRICS, METRICS, Spec, load_spec, parse_spec, point_key  # noqa: F401 (the API)
+from .sweep_spec import (DEFAULT_METRICS, METRICS, Spec, compile_program, load_spec, parse_spec,  # noqa: F401 (the API)
+                         point_key, program_function)
 
 
 # -- one point ---------------------------------------------------------------------------------------
@@ -70,16 +72,8 @@ def _python_fn(payload):
     key = (payload["file"], hash(payload["source"]))
     code = _PY_CACHE.get(key)
     if code is None:
-        code = _PY_CACHE[key] = compile(payload["source"], payload["file"], "exec")
-    ns = {"__name__": "_halsim_sweep_program", "__file__": payload["file"]}
-    try:
-        exec(code, ns)  # noqa: S102 - the user's own program
-    except SystemExit as e:
-        raise CampaignError(f"{payload['file']} called sys.exit({e.code!r}) on import") from None
-    fn = ns.get(payload["func"])
-    if not callable(fn):
-        raise CampaignError(f"{payload['file']} has no function {payload['func']!r}")
-    return fn
+        code = _PY_CACHE[key] = compile_program(payload["source"], payload["file"])
+    return program_function(code, payload["file"], payload["func"])
 
 
 def split_params(params: dict):
@@ -164,7 +158,8 @@ def run_program(payload: dict, params: dict):
     errors = []
     from halsim.deadline import call_program
     try:
-        call_program(_python_fn(payload), dev)  # (sys.exit(0): the program ended; sys.exit(N): a failed row)
+        with program_imports(payload["file"]):  # (it imports the modules beside it, as in halsim run)
+            call_program(_python_fn(payload), dev)  # (sys.exit(0): the program ended; sys.exit(N): a failed row)
     except hal.HalError as e:
         errors.append(StepError("main", payload["func"], "program", int(e.code), e.message,
                                 deadlock=isinstance(e, DeadlockError)))

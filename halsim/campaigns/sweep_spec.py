@@ -18,7 +18,9 @@ import os
 import random
 import tomllib
 
-from ..programs import split_program
+from reference.trace.atomic import NESTED_TOO_DEEPLY, input_problem
+
+from ..programs import function_problem, program_imports, split_program
 from .executor import CampaignError
 from .generate import KNOBS, knob_problem
 
@@ -32,6 +34,8 @@ METRICS = {
     "errors": ["errors", "deadlocked"],
 }
 DEFAULT_METRICS = list(METRICS)
+#: Metric columns that hold text (rule ids; per-track utilization as JSON), not one number.
+TEXT_COLUMNS = frozenset({"rules", "utilization"})
 SPEC_KEYS = ("program", "device", "grid", "sample", "metrics", "plot", "description")
 
 
@@ -55,14 +59,58 @@ def point_key(params: dict) -> str:
 
 
 def load_spec(path: str) -> Spec:
-    if not os.path.isfile(path):
-        raise CampaignError(f"{path}: no such file")
+    problem = input_problem(path, regular=False)  # (read once: a pipe is read as it comes)
+    if problem:
+        raise CampaignError(problem)
     try:
         with open(path, "rb") as f:
             doc = tomllib.loads(f.read().decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise CampaignError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise CampaignError(f"{path}: not valid TOML: {NESTED_TOO_DEEPLY}") from None
+    except OSError as e:
+        raise CampaignError(f"{path}: cannot read: {e.strerror or e}") from None
     return parse_spec(doc, path)
+
+
+def compile_program(source: bytes, file: str):
+    """The code of a Python program's bytes (a PEP 263 coding line is honoured, as by ``halsim run``);
+    :class:`CampaignError` for a file that is not Python (a syntax error, bytes not in its encoding)."""
+    try:
+        return compile(source, file, "exec")
+    except (SyntaxError, ValueError) as e:
+        raise CampaignError(f"{file!r} failed to load: {type(e).__name__}: {e}") from None
+
+
+def program_function(code, file: str, func: str):
+    """``func`` of a fresh run of the module ``code`` (module-level state starts over each time);
+    :class:`CampaignError` when the module calls ``sys.exit`` or has no such function."""
+    ns = {"__name__": "_halsim_sweep_program", "__file__": file}
+    try:
+        exec(code, ns)  # noqa: S102 - the user's own program
+    except SystemExit as e:
+        raise CampaignError(f"{file} called sys.exit({e.code!r}) on import") from None
+    fn = ns.get(func)
+    if not callable(fn):
+        raise CampaignError(f"{file} has no function {func!r}")
+    return fn
+
+
+def _check_program(where: str, source: bytes, file: str, func: str) -> None:
+    """Load the program once, as ``halsim run`` does, so a program that cannot run (a syntax error,
+    an error on import, no such function, one that does not take the device) is a spec error (exit 2),
+    not a sweep of failed rows."""
+    try:
+        with program_imports(file):  # (the modules beside it importable, as in halsim run)
+            fn = program_function(compile_program(source, file), file, func)
+    except CampaignError as e:
+        raise CampaignError(f"{where}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - any error in the user's module is bad input here
+        raise CampaignError(f"{where}: {file!r} failed to load: {type(e).__name__}: {e}") from None
+    problem = function_problem(fn, func)  # (the rule halsim run applies: one argument, a plain def)
+    if problem:
+        raise CampaignError(f"{where}: {file!r}: {problem}")
 
 
 def _shown(v) -> str:
@@ -155,10 +203,18 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
             _fail(path, "program.python", "expected 'file.py[:function]'")
         file, func = split_program(spec, base)  # (at the last colon: a folder may be named run:1)
         file = os.path.join(base, file)
-        if not file.endswith(".py") or not os.path.isfile(file):
+        if not file.endswith(".py") or not os.path.exists(file):
             _fail(path, "program.python", f"{file!r}: no such .py file")
-        with open(file, encoding="utf-8") as f:
-            payload = {"kind": "python", "source": f.read(), "func": func or "main", "file": file}
+        problem = input_problem(file, regular=False)
+        if problem:
+            _fail(path, "program.python", problem)
+        try:
+            with open(file, "rb") as f:  # (bytes: compile() reads the file's coding line)
+                source = f.read()
+        except OSError as e:
+            _fail(path, "program.python", f"{file!r}: cannot read: {e.strerror or e}")
+        _check_program(f"{path}: program.python", source, file, func or "main")
+        payload = {"kind": "python", "source": source, "func": func or "main", "file": file}
         kind = "python"
     else:
         knobs = prog["generator"]
@@ -247,4 +303,7 @@ def parse_spec(doc: dict, path: str = "<spec>") -> Spec:
             _fail(path, f"plot.{k}", f"{plot[k]!r} is not a parameter (parameters: {', '.join(params)})")
     if plot["y"] not in columns:
         _fail(path, "plot.y", f"{plot['y']!r} is not a metric column (columns: {', '.join(columns)})")
+    if plot["y"] in TEXT_COLUMNS:  # (the plot draws means: it would be empty)
+        _fail(path, "plot.y", f"{plot['y']!r} is not a numeric column (numeric columns: "
+                              f"{', '.join(c for c in columns if c not in TEXT_COLUMNS)})")
     return Spec(payload, unique, params, list(metrics), plot, path)

@@ -33,7 +33,7 @@ from reference.trace import Trace, TraceFormatError
 
 from ..deadline import timeout_problem
 from ..programs import split_program
-from . import RULES, check_trace
+from . import RULES, check_trace, select_rules
 from .findings import Finding
 
 
@@ -206,6 +206,14 @@ def format_report(findings: list[Finding], stats: dict, notes: list[str], title:
     return "\n".join(lines)
 
 
+def _wanted_rules(patterns) -> set[str]:
+    """The rule ids --rules names (all without it); _BadInput naming an unknown one."""
+    try:
+        return select_rules(patterns) if patterns else set(RULES)
+    except ValueError as e:
+        raise _BadInput(str(e)) from None
+
+
 def cmd_check(args) -> int:
     from halsim.trace_tools.cli import showing_progress
     timed_out = False
@@ -213,6 +221,7 @@ def cmd_check(args) -> int:
         problem = timeout_problem(args.timeout)
         if problem:
             raise _BadInput(problem)
+        wanted = _wanted_rules(args.rules)  # (a typo is refused before the program runs)
         with showing_progress(getattr(args, "quiet", False)) as bar:
             try:  # --json: the program's own prints go to stderr, so stdout is the JSON document only
                 with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
@@ -222,13 +231,11 @@ def cmd_check(args) -> int:
             try:
                 report = check_trace(trace if bar is None else _Counted(trace, bar, f"checking {args.target}"),
                                      args.rules)
-            except ValueError as e:
+            except ValueError as e:  # (a trace read lazily may turn out malformed here)
                 raise _BadInput(str(e)) from None
     except _BadInput as e:
         print(f"halsim: error: {e}", file=sys.stderr)
         return 2
-    wanted = set(RULES) if not args.rules else {r for r in RULES
-                                                if any(r == p or r.startswith(p.rstrip(".") + ".") for p in args.rules)}
     findings = sorted(report.findings + [f for f in extra if f.rule in wanted], key=Finding.sort_key)
     if args.json:
         doc = {"target": args.target, "findings": [f.to_json() for f in findings], "stats": report.stats,

@@ -28,6 +28,9 @@ import threading
 import tomllib
 from dataclasses import dataclass, field
 
+from reference.trace import FORMAT as TRACE_FORMAT
+from reference.trace.atomic import NESTED_TOO_DEEPLY, input_problem
+
 QUEUE_CALLS = ("execute", "barrier", "fill", "copy", "update", "dispatch", "alloca", "dealloca")
 HOST_CALLS = ("signal", "fail", "wait", "sleep", "release", "flush")
 COMMANDS = ("fill", "copy", "update", "dispatch", "barrier")
@@ -118,17 +121,27 @@ def _kind(value) -> str:
 
 
 def load_schedule(path: str) -> Schedule:
-    """Read and validate ``path``; raises :class:`ScheduleError`."""
-    if not os.path.isfile(path):
-        raise ScheduleError(f"{path}: no such file")
+    """Read and validate ``path``; raises :class:`ScheduleError`. The file is read once: a pipe
+    (``<(cat s.toml)``) is read as it comes."""
+    problem = input_problem(path, regular=False)
+    if problem:
+        raise ScheduleError(problem)
+    fmt = "TOML" if path.endswith(".toml") else "JSON"
     try:
         with open(path, "rb") as f:
             raw = f.read()
         doc = tomllib.loads(raw.decode("utf-8")) if path.endswith(".toml") else \
             json.loads(raw, object_pairs_hook=_JsonObject.of)
+        _no_duplicates(_Checker(path), doc, "")  # (recursive too)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ScheduleError(f"{path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'}: {e}") from None
-    _no_duplicates(_Checker(path), doc, "")
+        raise ScheduleError(f"{path}: not valid {fmt}: {e}") from None
+    except RecursionError:
+        raise ScheduleError(f"{path}: not valid {fmt}: {NESTED_TOO_DEEPLY}") from None
+    except OSError as e:
+        raise ScheduleError(f"{path}: cannot read: {e.strerror or e}") from None
+    if isinstance(doc, dict) and doc.get("format") == TRACE_FORMAT:  # (else "format: unknown field")
+        raise ScheduleError(f"{path}: a halsim trace, not a schedule (halsim check, stats, export and plot "
+                            f"read traces)")
     return parse_schedule(doc, path)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from reference.hal import HalError, Range, StatusCode
 from reference.kernels import KERNELS
-from reference.trace.atomic import atomic_write
+from reference.trace.atomic import NESTED_TOO_DEEPLY, atomic_write
 
 FORMAT = "halsim-cost-model"
 VERSION = 1
@@ -249,6 +249,8 @@ class CostModel:
             raise _bad(f"cost model {os.fspath(path)!r} cannot be read: {e.strerror}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise _bad(f"cost model {os.fspath(path)!r} is not valid JSON: {e}") from None
+        except RecursionError:  # (a corrupt or hostile file: bad input like any other)
+            raise _bad(f"cost model {os.fspath(path)!r} is not valid JSON: {NESTED_TOO_DEEPLY}") from None
         return cls.from_dict(doc, base)
 
     def save(self, path: str | os.PathLike) -> None:

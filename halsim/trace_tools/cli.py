@@ -21,6 +21,7 @@ import sys
 import argparse
 
 from reference.trace import TraceFormatError
+from reference.trace.atomic import NESTED_TOO_DEEPLY
 
 RAW = argparse.RawDescriptionHelpFormatter
 
@@ -40,6 +41,8 @@ def _guard(fn):
             return fn(args)
         except (BadInput, TraceFormatError) as e:
             return _fail(str(e))
+        except BrokenPipeError:  # stdout's reader left (`| head`): halsim's main() leaves quietly
+            raise
         except OSError as e:
             return _fail(f"{getattr(e, 'filename', None) or ''}: {e.strerror or e}".lstrip(": "))
     run.__name__ = fn.__name__
@@ -108,6 +111,8 @@ def _findings(path: str | None) -> list[dict] | None:
         raise BadInput(f"--findings {path!r}: not a JSON file (not UTF-8 text)") from None
     except (OSError, ValueError) as e:  # (json.JSONDecodeError is a ValueError)
         raise BadInput(f"--findings {path!r}: {getattr(e, 'strerror', None) or e}") from None
+    except RecursionError:
+        raise BadInput(f"--findings {path!r}: not valid JSON: {NESTED_TOO_DEEPLY}") from None
     if isinstance(data, dict):
         if not isinstance(data.get("findings"), list):  # (a trace, or another JSON file, given by mistake)
             raise BadInput(f"--findings {path!r}: expected a JSON list of findings, or an object with a "
@@ -115,7 +120,29 @@ def _findings(path: str | None) -> list[dict] | None:
         data = data["findings"]
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
         raise BadInput(f"--findings {path!r}: expected a JSON list of findings (objects)")
+    for i, finding in enumerate(data):
+        problem = _finding_problem(finding)
+        if problem:
+            raise BadInput(f"--findings {path!r}: finding {i}: {problem}")
     return data
+
+
+def _finding_problem(finding: dict) -> str | None:
+    """What is wrong with the fields the tools use: ``ops`` (op or command ids) place and outline
+    it, ``t`` is a timestamp (int64 ns in a Perfetto file). Both may be absent or null."""
+    from .model import MAX_INT
+    ops = finding.get("ops")
+    if ops is not None and not (type(ops) is list and all(type(o) is str for o in ops)):
+        return f"'ops' must be a list of operation ids (strings), got {_shown(ops)}"
+    t = finding.get("t")
+    if t is not None and not (type(t) is int and 0 <= t <= MAX_INT):
+        return f"'t' must be a non-negative integer (nanoseconds) below 2**63, got {_shown(t)}"
+    return None
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
 
 
 def add_parsers(sub) -> None:

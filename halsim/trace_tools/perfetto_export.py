@@ -50,7 +50,7 @@ _BEGIN, _END, _INSTANT, _COUNTER = _TE.TYPE_SLICE_BEGIN, _TE.TYPE_SLICE_END, _TE
 
 def _finding_time(ix: TraceIndex, finding: dict) -> int:
     """A finding's time: its ``t``, else the start of its first operation that ran, else trace start."""
-    if isinstance(finding.get("t"), int):
+    if type(finding.get("t")) is int:  # (not a bool: True is no time)
         return finding["t"]
     for op_id in finding.get("ops", ()) or ():
         pos = ix.op_pos.get(str(op_id).split(".", 1)[0])  # "0:7.2" is command 2 of op 0:7

@@ -1,4 +1,5 @@
-"""Writing files atomically: every file the project writes (traces, exports, plots, cost models).
+"""Writing files atomically: every file the project writes (traces, exports, plots, cost models);
+and what is wrong with a path given as an input or an output (:func:`input_problem`, :func:`output_problem`).
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
@@ -24,8 +25,14 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from typing import Callable, Iterable
+
+
+#: What a reader says of a JSON/TOML value nested past Python's recursion limit (its decoder raises
+#: RecursionError): bad input, one line, like any other decode error.
+NESTED_TOO_DEEPLY = "nested too deeply (thousands of levels of lists or objects)"
 
 
 def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", encoding: str | None = None) -> None:
@@ -34,10 +41,15 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
     permissions of an ordinary new file (``mkstemp``'s would be 0600). An ``OSError`` of the file
     system (a missing or read-only folder, ``path`` a folder, a full disk while writing) names
     ``path``, not the temporary file.
-    A symbolic link is written through: its target gets the new contents and the link stays."""
+    A symbolic link is written through: its target gets the new contents and the link stays.
+    An existing target that is not a regular file (``/dev/null``, a FIFO, a terminal) is written in
+    place, as any Unix tool does: renaming over it would replace the device or pipe by a plain file."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if _special_kind(path):
+        _write_in_place(path, write, mode, encoding)
+        return
     target = os.path.realpath(path)  # (renaming over the link itself would replace it by a plain file)
     directory = os.path.dirname(target)
     try:
@@ -71,6 +83,51 @@ def atomic_write(path: str | os.PathLike, write: Callable, mode: str = "wb", enc
         raise
 
 
+def _special_kind(path: str) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder ("a pipe", "a
+    character device", …); None otherwise (a link is followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return {stat.S_IFIFO: "a pipe", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+            stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _write_in_place(path: str, write: Callable, mode: str, encoding: str | None) -> None:
+    """``write(file)`` on ``path`` itself, opened for writing (a FIFO: this waits for its reader)."""
+    if "b" not in mode and encoding is None:
+        encoding = "utf-8"
+    try:
+        with open(path, mode, encoding=encoding) as f:
+            write(f)
+            f.flush()
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise type(e)(e.errno, e.strerror, path) from None  # (a pipe whose reader left: name the path)
+
+
+def input_problem(path: str | os.PathLike, regular: bool = True) -> str | None:
+    """What is wrong with reading ``path`` (None: nothing visible before trying): ``"PATH: no such
+    file"``, ``"PATH: is a directory"``, or — ``regular``: for a reader that opens the file more
+    than once (a trace) — ``"PATH: not a regular file (a pipe): save it to a file first"``. A reader
+    that reads its file once passes ``regular=False`` and reads a pipe as it comes."""
+    path = os.fspath(path)
+    if not path:
+        return "an empty file name"
+    if os.path.isdir(path):
+        return f"{path}: is a directory"
+    if not os.path.exists(path):
+        return f"{path}: no such file"
+    kind = _special_kind(path)
+    if regular and kind:
+        return f"{path}: not a regular file ({kind}): save it to a file first"
+    return None
+
+
 def output_problem(path: str | os.PathLike, flag: str, create_dirs: bool = False) -> str | None:
     """What is wrong with writing a file at ``path`` (None: nothing visible before trying): it is a
     folder, its folder is missing (``create_dirs``: the command creates it — then the nearest
@@ -81,6 +138,8 @@ def output_problem(path: str | os.PathLike, flag: str, create_dirs: bool = False
         return f"{flag}: an empty file name"
     if os.path.isdir(path):
         return f"{flag} {path!r}: is a directory"
+    if _special_kind(path):  # (written in place: its folder need not be writable)
+        return None if os.access(path, os.W_OK) else f"{flag} {path!r}: not writable"
     directory = os.path.dirname(os.path.realpath(path))  # (a link is written through, to its target)
     if create_dirs:
         while not os.path.exists(directory) and os.path.dirname(directory) != directory:
@@ -103,13 +162,16 @@ def _same(a: str, b: str) -> bool:
 
 def same_file_problem(outputs: dict, inputs: Iterable) -> str | None:
     """``"FLAG 'out' is the input file 'in': refusing to overwrite it"`` when an output path
-    (``{flag: path or None}``) is the same file as an input (or as another output); else None."""
+    (``{flag: path or None}``) is the same file as an input (or as another output); else None.
+    A character device (``/dev/null``) may take several outputs: writing it destroys nothing."""
     inputs = [os.fspath(p) for p in inputs if p]
     seen: list[tuple[str, str]] = []
     for flag, out in outputs.items():
         if not out:
             continue
         out = os.fspath(out)
+        if _special_kind(out) == "a character device":
+            continue
         for src in inputs:
             if _same(out, src):
                 return f"{flag} {out!r} is the input file {src!r}: refusing to overwrite it"

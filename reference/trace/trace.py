@@ -36,7 +36,7 @@ import tempfile
 import threading
 from typing import Iterator
 
-from .atomic import atomic_write
+from .atomic import NESTED_TOO_DEEPLY, atomic_write, input_problem
 
 FORMAT = "halsim-trace"
 VERSION = 1
@@ -289,7 +289,11 @@ class Trace:
 
 
 def _read_events(path: str):
-    """(header, iterator of events) of a trace file; the iterator re-opens the file."""
+    """(header, iterator of events) of a trace file; the iterator re-opens the file (so a pipe,
+    read once, cannot be a trace: it is refused by name)."""
+    problem = input_problem(path)
+    if problem and os.path.exists(path):  # (a folder, a pipe; a missing file: "cannot read" below)
+        raise TraceFormatError(problem)
     try:
         with open(path, "r", encoding="utf-8") as f:
             first = f.readline()
@@ -304,6 +308,8 @@ def _read_events(path: str):
         doc = json.loads(prefix + "]}")
     except json.JSONDecodeError as e:
         raise TraceFormatError(f"{path}:1: bad header: {e.msg}") from None
+    except RecursionError:  # (a value nested thousands deep: a corrupt or hostile file)
+        raise TraceFormatError(f"{path}:1: bad header: {NESTED_TOO_DEEPLY}") from None
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != FORMAT:
         raise TraceFormatError(f"{path}:1: not a halsim trace (format {fmt!r})")
@@ -329,6 +335,8 @@ def _read_events(path: str):
                     yield json.loads(text)
                 except json.JSONDecodeError as e:
                     raise TraceFormatError(f"{path}:{lineno}: bad event: {e.msg}") from None
+                except RecursionError:
+                    raise TraceFormatError(f"{path}:{lineno}: bad event: {NESTED_TOO_DEEPLY}") from None
         raise TraceFormatError(f"{path}: truncated (no closing ']}}' line)")
 
     return doc.get("header", {}), events()
