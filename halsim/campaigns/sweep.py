@@ -93,11 +93,14 @@ def split_params(params: dict):
 
 def cost_over(base, fields: dict) -> dict:
     """The cost-model ``fields`` of a point over the program's own ``cost_model`` option: None, a
-    table of fields, or a cost-model file (loaded here, relative to the working folder as a device
-    loads it; a bad file is the device's ``HalError``)."""
+    table of fields, or a cost-model file (read here, relative to the working folder as a device
+    reads it; a bad file is the device's ``HalError``). Only the fields given: the device fills in
+    its personality's defaults for the rest, as it does for the file itself."""
     if isinstance(base, (str, os.PathLike)):
         from halsim.sim.cost_model import CostModel
-        base = CostModel.load(base).to_dict()
+        doc = CostModel.read_document(base)
+        CostModel.from_dict(doc)  # (its fields checked: the device's error, before any point runs)
+        base = doc
     return {**(base or {}), **fields}
 
 

@@ -242,6 +242,13 @@ class CostModel:
     @classmethod
     def load(cls, path: str | os.PathLike, base: "CostModel | None" = None) -> "CostModel":
         """Read a JSON cost model file (INVALID_ARGUMENT if unreadable, malformed or unknown fields)."""
+        return cls.from_dict(cls.read_document(path), base)
+
+    @staticmethod
+    def read_document(path: str | os.PathLike) -> dict:
+        """A cost model file's own fields, as written — not completed with any defaults (a sweep puts
+        its fields over them and the device then fills in its personality's); INVALID_ARGUMENT if it
+        cannot be read or is not JSON. :meth:`load` checks the fields."""
         try:
             with open(path, "r", encoding="utf-8") as f:
                 doc = json.load(f)
@@ -251,7 +258,7 @@ class CostModel:
             raise _bad(f"cost model {os.fspath(path)!r} is not valid JSON: {e}") from None
         except RecursionError:  # (a corrupt or hostile file: bad input like any other)
             raise _bad(f"cost model {os.fspath(path)!r} is not valid JSON: {NESTED_TOO_DEEPLY}") from None
-        return cls.from_dict(doc, base)
+        return doc
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the full document as JSON (every field, so the file documents the model it came from)."""

@@ -145,3 +145,24 @@ def test_fuzz_progress_counts_programs(tmp_path):
     fuzz.run_fuzz(2, 0, {"size": 3}, None, progress=True, stream=stream)
     assert [line.split(" (")[0] for line in stream.getvalue().splitlines()] == ["fuzz: 1/2 programs",
                                                                                 "fuzz: 2/2 programs"]
+
+
+def test_a_swept_cost_field_over_a_cost_model_file_keeps_the_personalitys_defaults(tmp_path):
+    """docs/cost-model.md: fields a file leaves out keep the personality's defaults — also when a sweep
+    puts a cost.FIELD over the file (it loaded the file over the generic defaults: sim:opencl got
+    sim:cuda's event_create_ns 5000)."""
+    from halsim.campaigns.sweep import parse_spec, point_device
+    from reference import hal
+
+    path = tmp_path / "model.json"
+    path.write_text('{"launch_ns": 2000}')
+    spec = parse_spec({"program": {"generator": {"size": 4}},
+                       "device": {"uri": "sim:opencl", "options": {"cost_model": str(path)}},
+                       "grid": {"cost.commit_ns": [3000]}})
+    uri, options = point_device(spec.payload, spec.points[0], None)
+    dev = hal.create_device(uri, **options)
+    try:
+        cost = dev.cost
+        assert (cost.launch_ns, cost.commit_ns, cost.event_create_ns, cost.event_destroy_ns) == (2000, 3000, 1000, 500)
+    finally:
+        dev.close()
