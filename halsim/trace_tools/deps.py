@@ -23,6 +23,7 @@ consecutive operations of one ``queue``) and host-wait edges into a ``networkx.D
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from typing import NamedTuple
 
 import networkx as nx
@@ -114,54 +115,104 @@ def queue_edges(trace, among=None) -> list[Edge]:
     return edges
 
 
-def host_wait_edges(trace) -> list[Edge]:
-    """``X → Y`` when a successful host wait on Y's thread saw X's signal before Y was enqueued.
+def host_wait_sources(ix: TraceIndex, sat: _Satisfier, hw: dict) -> list[tuple[str, int, tuple]]:
+    """``(sem, value, satisfier)`` for each signal a host wait observed (satisfier as
+    :class:`_Satisfier` returns it). ALL: each timepoint's satisfier, if it came by the time the
+    wait returned. ANY: only the one met first in the trace (the signal that woke it), and none when
+    a timepoint was met by its initial value (the wait returned at once) — as the checks'
+    happens-before model (``halsim/checks/hb.py`` ``_any_source``)."""
+    if hw.get("mode") == "any":
+        best = None
+        for sem, value in hw.get("wait", ()):
+            if ix.semaphores.get(sem, 0) >= value:
+                return []
+            s = sat(sem, value)
+            if s is not None and s[1] <= hw["t"] and (best is None or s[0] < best[2][0]):
+                best = (sem, value, s)
+        return [] if best is None else [best]
+    out = []
+    for sem, value in hw.get("wait", ()):
+        s = sat(sem, value)
+        if s is not None and s[1] <= hw["t"]:
+            out.append((sem, value, s))
+    return out
 
-    Only ops enqueued between that host wait and the thread's next host wait get the edge (those
-    after it get the next wait's), which keeps the edge count linear; a host signal's waiters get
-    edges from the ops the signalling thread had waited for."""
+
+def _host_thread(cause: str) -> int | None:
+    """The thread of a ``host:T`` cause (None for an op id or a malformed cause)."""
+    if not cause.startswith("host:"):
+        return None
+    try:
+        return int(cause.split(":", 1)[1])
+    except ValueError:
+        return None
+
+
+def host_wait_edges(trace) -> list[Edge]:
+    """``X → Y`` when a successful host wait on Y's thread saw X's signal before Y was enqueued
+    (trace order, not time: a wait that returned at the very instant an op was enqueued before it
+    did not happen before that op); a host signal's waiters get edges from the ops the signalling
+    thread had seen by then.
+
+    A thread's calls are one ordered sequence, so what it saw carries forward past its later waits
+    (its *carry*). To keep the edge count near linear the carry drops what another op it holds
+    stands for: when a wait sees X, X happens after everything the thread carried when it enqueued X
+    (X got an edge from each) and after the ops whose signals X waited for (semaphore edges)."""
     ix = TraceIndex.of(trace)
     sat = _Satisfier(ix)
-    seen_by: dict[int, list[tuple[int, int, set]]] = {}  # thread → [(return t, seq, op ids seen)]
+    steps: list[tuple] = []  # (trace position, what, thread, payload), sorted below
     for hw in ix.host_waits:
         if hw.get("status", 0) != 0:
             continue  # a timed-out or failed wait tells the host nothing
-        seen = set()
-        for sem, value in hw.get("wait", ()):
-            s = sat(sem, value)
-            if s is not None and s[1] <= hw["t"] and not s[2].startswith("host:"):
-                seen.add((s[2], sem, value))
+        seen = [(s[2], sem, value) for sem, value, s in host_wait_sources(ix, sat, hw)
+                if not s[2].startswith("host:")]
         if seen:
-            seen_by.setdefault(hw["thread"], []).append((hw["t"], hw["seq"], seen))
-    if not seen_by:
+            steps.append((hw["seq"], 0, hw["thread"], seen))
+    if not steps:
         return []
-    edges = []
-    # Trace order, not time: a wait that returned at the very instant (virtual time) an op was
-    # enqueued before it did not happen before that op.
-    order = {th: [w[1] for w in ws] for th, ws in seen_by.items()}
-
-    def latest(thread, seq):
-        ws = seen_by.get(thread)
-        if not ws:
-            return None
-        i = bisect.bisect_left(order[thread], seq)
-        return ws[i - 1][2] if i else None
-
+    readers: dict[tuple, list] = {}  # (host thread, its signal's trace position) → ops waiting on it
     for pos, op in enumerate(ix.ops):
-        seen = latest(op.get("thread"), ix.op_seq[pos])
-        if seen:
-            edges.extend(Edge(x, op["op"], sem, v, "program") for x, sem, v in sorted(seen) if x != op["op"])
+        steps.append((ix.op_seq[pos], 1, op.get("thread"), op["op"]))
         for sem, value in op.get("wait", ()):
             s = sat(sem, value)
-            if s is not None and s[2].startswith("host:"):
-                try:
-                    thread = int(s[2].split(":", 1)[1])
-                except ValueError:
-                    continue
-                seen = latest(thread, s[0])
-                if seen:
-                    edges.extend(Edge(x, op["op"], sm, v, "program") for x, sm, v in sorted(seen) if x != op["op"])
+            thread = _host_thread(s[2]) if s is not None else None
+            if thread is not None:
+                readers.setdefault((thread, s[0]), []).append(op["op"])
+    steps += [(seq, 2, thread, dsts) for (thread, seq), dsts in readers.items()]
+    steps.sort(key=lambda st: st[0])
+    carries: dict = {}  # thread → OrderedDict op id → (sem, value, trace position of the wait that saw it)
+    edges = []
+    for seq, what, thread, payload in steps:
+        carry = carries.get(thread)
+        if what == 0:
+            if carry is None:
+                carry = carries[thread] = OrderedDict()
+            _see(ix, sat, carry, thread, seq, payload)
+        elif carry:
+            for dst in ([payload] if what == 1 else payload):
+                edges.extend(Edge(x, dst, sem, v, "program") for x, (sem, v, _s) in carry.items() if x != dst)
     return edges
+
+
+def _see(ix: TraceIndex, sat: _Satisfier, carry: OrderedDict, thread, seq: int, seen: list) -> None:
+    """Add what a host wait at trace position ``seq`` saw to ``thread``'s carry, then drop what the
+    newly seen ops stand for (see :func:`host_wait_edges`)."""
+    for x, sem, v in seen:
+        carry.pop(x, None)
+        carry[x] = (sem, v, seq)
+    for x, _sem, _v in seen:
+        pos = ix.op_pos.get(x)
+        if pos is None:
+            continue
+        op = ix.ops[pos]
+        if op.get("thread") == thread:  # the carry, oldest first: what it held when this thread enqueued x
+            enqueued = ix.op_seq[pos]
+            while next(iter(carry.values()))[2] < enqueued:
+                carry.popitem(last=False)
+        for sem, value in op.get("wait", ()):
+            s = sat(sem, value)
+            if s is not None and s[3] == "semaphore" and s[2] != x:
+                carry.pop(s[2], None)
 
 
 def failed_after_done(ix: TraceIndex, edge: Edge) -> bool:

@@ -1,17 +1,19 @@
 """Compare two traces of one program, operations aligned by program-order id (never by name or time).
 
 The report (a JSON-able dict, shape in ``docs/trace-tools.md``) lists: operations missing from B or
-extra in B, operations whose kind, command list or status differ; happens-before edges (signal→wait,
+extra in B, operations whose kind, command list or status differ, and those whose queue, waits or
+signals differ (``misaligned``: one id, two different queue calls); happens-before edges (signal→wait,
 host-wait and in-order queue edges, ``deps.py``) found in one trace only; order inversions on each
 queue (two operations of one ``queue`` started in one order in A and the other in B); per-operation
 start (from each trace's first enqueue) and duration deltas and ratios; per-queue utilization and the
 makespan error; semaphore final values and value sequences; and the outputs — each buffer read the
-host made (``host_read`` digests), read by read. Each trace's times count from its own
-first enqueue, so traces on different clocks (simulator vs ``local-task``) compare.
+host made (``host_read`` digests), read by read in each host thread's order. Each trace's times
+count from its own first enqueue, so traces on different clocks (simulator vs ``local-task``) compare.
 
 ``within_tolerance`` is true when the structure agrees (same operations, kinds, commands, statuses,
-semaphore edges, semaphore values; no inversions where both devices run queues in order) and the
-makespan's relative error and each queue's utilization difference are at most ``tolerance``.
+queues, waits and signals, semaphore edges, semaphore values, host reads; no inversions where both
+devices run queues in order) and the makespan's relative error and each queue's utilization
+difference are at most ``tolerance``.
 
 >>> from .synth import synthetic_trace
 >>> r = diff_traces(synthetic_trace(8, 2, 2), synthetic_trace(8, 2, 2, scale=1.05), tolerance=0.1)
@@ -47,6 +49,69 @@ def _commands(ix: TraceIndex) -> dict[int, list[str]]:
         if index >= 0:
             per.setdefault(op, []).append((index, name))
     return {op: [n for _, n in sorted(v)] for op, v in per.items()}
+
+
+def _queue_count(ix: TraceIndex) -> int:
+    """The device's queue count: its ``queues`` option, else one past the highest queue used."""
+    n = (ix.header.get("options") or {}).get("queues")
+    if type(n) is int:
+        return n
+    return 1 + max((op["queue"] for op in ix.ops if type(op.get("queue")) is int), default=0)
+
+
+def _operands(ix: TraceIndex, op: dict, with_queue: bool) -> dict:
+    """What the program gave an operation, comparable across devices: its queue (``with_queue``:
+    only where both devices have as many queues, else the same affinity lands on different queues)
+    and its waits and signals, semaphores by their identity in the program (``TraceIndex.sem_key``)."""
+    out = {f: [(ix.sem_key(s), v) for s, v in op.get(f, ())] for f in ("wait", "signal")}
+    if with_queue:
+        out["queue"] = op.get("queue")
+    return out
+
+
+def _misaligned(A: TraceIndex, B: TraceIndex, common: list) -> list[dict]:
+    """Common ids whose operations differ in queue, waits or signals: not the same queue call, e.g.
+    when host threads are numbered differently (the simulator by start order, ``local-task`` by first
+    use). Each: ``{"op", "fields", "a", "b"}``, the differing fields as each trace has them."""
+    with_queue = _queue_count(A) == _queue_count(B)
+    out = []
+    for i in common:
+        oa, ob = A.ops[A.op_pos[i]], B.ops[B.op_pos[i]]
+        xa, xb = _operands(A, oa, with_queue), _operands(B, ob, with_queue)
+        fields = [f for f in ("queue", "wait", "signal") if f in xa and xa[f] != xb[f]]
+        if fields:
+            out.append({"op": i, "fields": fields, "a": {f: oa.get(f) for f in fields},
+                        "b": {f: ob.get(f) for f in fields}})
+    return out
+
+
+def _reads_by_reader(ix: TraceIndex) -> dict:
+    """Host reads per reader (host thread, or host call), each in that reader's program order."""
+    out: dict = {}
+    for reader, *read in ix.host_reads:
+        out.setdefault(reader, []).append(tuple(read))
+    return out
+
+
+def _outputs(A: TraceIndex, B: TraceIndex) -> tuple[dict, list[str]]:
+    """The host reads compared reader by reader, read by read: threads interleave differently on
+    different devices, but each thread's reads come in its program order. (report, problems)"""
+    ra, rb = _reads_by_reader(A), _reads_by_reader(B)
+    differing, counts = [], []
+    for reader in sorted(set(ra) | set(rb), key=str):
+        xa, xb = ra.get(reader, []), rb.get(reader, [])
+        who = {"thread": reader[0]} if reader[1] is None else {"thread": None, "op": reader[1]}
+        differing += [{**who, "read": k, "buf": a[0], "offset": a[1], "length": a[2]}
+                      for k, (a, b) in enumerate(zip(xa, xb)) if a != b]
+        if len(xa) != len(xb):
+            counts.append(f"{_reader(who)}: {len(xa)} in A, {len(xb)} in B")
+    na, nb = len(A.host_reads), len(B.host_reads)
+    outputs = {"reads_a": na, "reads_b": nb, "differ": differing[:EXAMPLES], "differ_count": len(differing)}
+    problems = [f"{len(differing)} of the host's buffer reads differ"] if differing else []
+    if counts:
+        problems.append(f"the host read {na} buffers in A and {nb} in B" if na != nb else
+                        "host threads read different numbers of buffers (" + "; ".join(counts[:5]) + ")")
+    return outputs, problems
 
 
 def _inversions(seq: list[float]) -> int:
@@ -109,8 +174,10 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
             ca, cb = cmds_a.get(pa, []), cmds_b.get(pb, [])
             if ca != cb:
                 cmd_diff.append({"op": i, "a": ca, "b": cb})
+    misaligned = _misaligned(A, B, common)
     for what, items in (("missing from B", missing), ("extra in B", extra), ("differ in kind", kind_diff),
-                        ("differ in commands", cmd_diff), ("differ in status", status_diff)):
+                        ("differ in commands", cmd_diff), ("differ in status", status_diff),
+                        ("differ in queue, waits or signals (one id, two different queue calls?)", misaligned)):
         if items:
             problems.append(f"{len(items)} ops {what}")
 
@@ -184,15 +251,9 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
         if entry["final_a"] != entry["final_b"] or first is not None or entry["failed_a"] != entry["failed_b"]:
             problems.append(f"semaphore {sem} values differ")
 
-    # Outputs: what the host read back (host_read digests), compared read by read in program order.
-    ra, rb = A.host_reads, B.host_reads
-    differing = [{"read": k, "buf": a[0], "offset": a[1], "length": a[2]}
-                 for k, (a, b) in enumerate(zip(ra, rb)) if a != b]
-    outputs = {"reads_a": len(ra), "reads_b": len(rb), "differ": differing[:EXAMPLES],
-               "differ_count": len(differing)}
-    if differing or len(ra) != len(rb):
-        problems.append(f"{len(differing)} of the host's buffer reads differ" if len(ra) == len(rb) else
-                        f"the host read {len(ra)} buffers in A and {len(rb)} in B")
+    # Outputs: what the host read back (host_read digests), compared per thread in program order.
+    outputs, read_problems = _outputs(A, B)
+    problems += read_problems
 
     def side(ix, span):
         return {"device": ix.header.get("device"), "clock": ix.header.get("clock"), "ops": len(ix.ops),
@@ -202,7 +263,8 @@ def diff_traces(a, b, tolerance: float = 0.1) -> dict:
         "a": side(A, span_a), "b": side(B, span_b), "tolerance": tolerance,
         "ops": {"common": len(common), "missing": missing[:EXAMPLES], "missing_count": len(missing),
                 "extra": extra[:EXAMPLES], "extra_count": len(extra), "kind": kind_diff[:EXAMPLES],
-                "commands": cmd_diff[:EXAMPLES], "status": status_diff[:EXAMPLES]},
+                "commands": cmd_diff[:EXAMPLES], "status": status_diff[:EXAMPLES],
+                "misaligned": misaligned[:EXAMPLES], "misaligned_count": len(misaligned)},
         "edges": {"only_a": [list(e) for e in only_a[:EXAMPLES]], "only_a_count": len(only_a),
                   "only_b": [list(e) for e in only_b[:EXAMPLES]], "only_b_count": len(only_b)},
         "order_inversions": inversions,
@@ -222,6 +284,8 @@ def format_diff(r: dict) -> str:
     for key in ("kind", "commands", "status"):
         for d in r["ops"][key]:
             lines.append(f"  {d['op']}: {key} {d['a']} -> {d['b']}")
+    for d in r["ops"]["misaligned"][:5]:
+        lines.append(f"  {d['op']}: " + ", ".join(f"{f} {d['a'][f]} -> {d['b'][f]}" for f in d["fields"]))
     e = r["edges"]
     lines.append(f"happens-before edges: {e['only_a_count']} only in A, {e['only_b_count']} only in B")
     lines += [f"  only A: {s} -> {d} ({k})" for s, d, k in e["only_a"][:5]]
@@ -244,7 +308,12 @@ def format_diff(r: dict) -> str:
                          f"first different signal #{s['first_difference']}")
     o = r["outputs"]
     lines.append(f"outputs: {o['reads_a']} host reads in A, {o['reads_b']} in B, {o['differ_count']} differ"
-                 + "".join(f"; read #{d['read']} of {d['buf']}[{d['offset']}:{d['offset'] + d['length']})"
-                           for d in o["differ"][:3]))
+                 + "".join(f"; {_reader(d)} read #{d['read']} of {d['buf']}"
+                           f"[{d['offset']}:{d['offset'] + d['length']})" for d in o["differ"][:3]))
     lines.append("within tolerance" if r["within_tolerance"] else "DIFFERENT: " + "; ".join(r["problems"]))
     return "\n".join(lines)
+
+
+def _reader(d: dict) -> str:
+    """Who made a host read: ``thread T``, or ``host call OP``'s function."""
+    return f"host call {d['op']}" if d.get("op") is not None else f"thread {d['thread']}"

@@ -19,7 +19,7 @@ timeline (an operation that never ran has no span, so its waits get no arrow).
 
 from __future__ import annotations
 
-from .deps import Satisfier
+from .deps import Satisfier, host_wait_sources
 from .model import TraceIndex
 
 
@@ -44,12 +44,10 @@ def signal_flows(ix: TraceIndex) -> list[tuple[tuple, tuple, str, int]]:
             if src is not None:
                 out.append((src, ("op", pos), sem, value))
     for pos, hw in enumerate(ix.host_waits):
-        for sem, value in hw.get("wait", ()):
-            s = sat(sem, value)
-            if s is not None and s[1] <= hw["t"]:
-                src = source(s, sem)
-                if src is not None:
-                    out.append((src, ("host_wait", pos), sem, value))
+        for sem, value, s in host_wait_sources(ix, sat, hw):  # (ANY: only the signal that woke it)
+            src = source(s, sem)
+            if src is not None:
+                out.append((src, ("host_wait", pos), sem, value))
     return out
 
 

@@ -39,12 +39,41 @@ _TOP_LEVEL = frozenset({"op", "host_wait"})
 INSTANTS = frozenset({"host_signal", "host_handoff"})
 
 
-def assign_lanes(items: list[Item], prefer=None) -> list[list[Item]]:
+def _closes(item: Item, top: int, top_is_op: bool) -> bool:
+    """Whether an open span ending at ``top`` stays open for ``item``: a zero-length command at its
+    operation's end instant still belongs inside it (spans are half-open, but such a command, e.g. a
+    final barrier, ran at the last instant of its operation)."""
+    return top_is_op and top == item.start and item.start == item.end and item.cat == "cmd"
+
+
+_LATEST = 1 << 64  # later than any time: sorts a closing command first
+
+
+def _sort_key(items: list[Item], owner):
+    """Begin order: by start, longer first, then ``_PRIORITY``; but a zero-length command at its
+    operation's end instant (``owner(item)``: its op's ref) first of all that start then, before
+    the next operation's span opens there and takes its place."""
+    if owner is None:
+        return lambda i: (i.start, -i.end, _PRIORITY.get(i.cat, 1))
+    op_span = {i.ref: (i.start, i.end) for i in items if i.cat == "op"}
+
+    def key(i):
+        if i.start == i.end and i.cat == "cmd":
+            span = op_span.get(owner(i))
+            if span is not None and span[0] < i.start == span[1]:
+                return (i.start, -_LATEST, 1)
+        return (i.start, -i.end, _PRIORITY.get(i.cat, 1))
+    return key
+
+
+def assign_lanes(items: list[Item], prefer=None, owner=None) -> list[list[Item]]:
     """Split ``items`` into lanes, each properly nested, in begin order. ``prefer(item, placed)``
-    may name a lane to try first (``placed`` maps op refs to their lanes)."""
-    items = sorted(items, key=lambda i: (i.start, -i.end, _PRIORITY.get(i.cat, 1)))
+    may name a lane to try first (``placed`` maps op refs to their lanes); ``owner(item)``: the op
+    ref of a command (so a zero-length command at its operation's end nests under it)."""
+    items = sorted(items, key=_sort_key(items, owner))
     lanes: list[list[Item]] = []
     stacks: list[list[int]] = []  # per lane: the ends of its open spans
+    bottom_op: list[bool] = []  # per lane: whether its outermost open span is an operation
     placed: dict = {}
     for item in items:
         end = item.end if item.end >= item.start else item.start
@@ -56,7 +85,7 @@ def assign_lanes(items: list[Item], prefer=None) -> list[list[Item]]:
                 order = [first, *(k for k in range(len(lanes)) if k != first)]
         for k in order:
             stack = stacks[k]
-            while stack and stack[-1] <= item.start:
+            while stack and stack[-1] <= item.start and not (len(stack) == 1 and _closes(item, stack[0], bottom_op[k])):
                 stack.pop()
             if not stack or (stack[-1] >= end and not top_level):
                 break
@@ -64,6 +93,9 @@ def assign_lanes(items: list[Item], prefer=None) -> list[list[Item]]:
             k = len(lanes)
             lanes.append([])
             stacks.append([])
+            bottom_op.append(False)
+        if not stacks[k]:
+            bottom_op[k] = item.cat == "op"
         stacks[k].append(end)
         lanes[k].append(item if end == item.end else item._replace(end=end))
         if item.cat == "op":
@@ -76,7 +108,8 @@ def nest_events(lane: list[Item]) -> Iterator[tuple[int, str, Item]]:
     balanced: instants (zero-length host signals) are ``I``."""
     stack: list[Item] = []
     for item in lane:
-        while stack and stack[-1].end <= item.start:
+        while stack and stack[-1].end <= item.start and not (
+                len(stack) == 1 and _closes(item, stack[0].end, stack[0].cat == "op")):
             top = stack.pop()
             yield top.end, "E", top
         if item.cat in INSTANTS:
@@ -143,9 +176,12 @@ def layout(ix: TraceIndex, with_commands: bool = True) -> list[Lane]:
     def prefer(item, placed):
         return placed.get(c_op[item.ref]) if item.cat == "cmd" else None
 
+    def owner(item):
+        return c_op[item.ref]
+
     out = []
     for track in sorted(per):
         kind, name = ix.tracks.get(track, ("unknown", f"track {track}"))
-        for k, items in enumerate(assign_lanes(per[track], prefer)):
+        for k, items in enumerate(assign_lanes(per[track], prefer, owner)):
             out.append(Lane(track, k, kind, name if k == 0 else f"{name} (lane {k + 1})", items))
     return out

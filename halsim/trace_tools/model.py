@@ -370,7 +370,10 @@ class TraceIndex:
         self.fails: dict[str, tuple[int, int, int, str, str]] = {}  # sem → (seq, t, status, message, cause)
         self.host_waits: list[dict] = []  # host_wait events plus ``seq``
         self.host_handoffs: list[dict] = []  # host_join and host_sync events (hand-offs between threads)
-        self.host_reads: list[tuple[str, int, int, str]] = []  # (buf, offset, length, digest), in order
+        # (reader, buf, offset, length, digest) in trace order; reader: (host thread, None), or
+        # (None, op id) of the host call whose function read it
+        self.host_reads: list[tuple[object, str, int, int, str]] = []
+        self.sem_keys: dict[str, tuple] = {}  # sem → (creating thread, n-th it created): see sem_key
         self.cmds = Commands()
         self.cmd_count = 0  # ``cmd`` events only (cmds also holds encoder spans)
         self.t_min: int | None = None
@@ -395,6 +398,7 @@ class TraceIndex:
     def _scan(self, trace) -> None:
         ops, op_pos, cmds = self.ops, self.op_pos, self.cmds
         names: dict = {}
+        sem_count: dict = {}  # creating thread → semaphores it created so far
         c_op, c_index, c_name, c_start, c_end, c_track, c_status = (
             cmds.op, cmds.index, cmds.name, cmds.start, cmds.end, cmds.track, cmds.status)
         t_min, t_max = None, None
@@ -450,7 +454,9 @@ class TraceIndex:
                 if e.get("step") == "work":
                     self.committed[e["op"]] = e.get("commit", t)
             elif ev == "host_read":
-                self.host_reads.append((e["buf"], e["offset"], e["length"], e["digest"]))
+                thread = e.get("thread")
+                reader = (thread, e.get("op") if thread is None else None)
+                self.host_reads.append((reader, e["buf"], e["offset"], e["length"], e["digest"]))
             elif ev == "signal":
                 self.signals.setdefault(e["sem"], []).append((seq, t, e["value"], e.get("cause", "")))
             elif ev == "fail":
@@ -459,6 +465,8 @@ class TraceIndex:
             elif ev == "semaphore":
                 self.semaphores[e["sem"]] = e.get("initial", 0)
                 self.sem_created[e["sem"]] = t
+                self.sem_keys[e["sem"]] = (e.get("thread"), sem_count.get(e.get("thread"), 0))
+                sem_count[e.get("thread")] = self.sem_keys[e["sem"]][1] + 1
             elif ev == "host_sync" or ev == "host_join":
                 self.host_handoffs.append(e)
             elif ev == "host_wait":
@@ -482,6 +490,12 @@ class TraceIndex:
         """The ops in the order the device queued them (:func:`queue_order`)."""
         order = queue_order({op["op"]: op.get("t", 0) for op in self.ops}, self.issued, self.committed)
         return [self.ops[self.op_pos[o]] for o in order]
+
+    def sem_key(self, sem: str) -> tuple:
+        """A semaphore's identity in the program: ``(creating thread, n)`` for the n-th semaphore that
+        thread created. Ids (``s<n>``) count creations on all threads, so where threads race to create
+        them they differ between runs; this does not (while host thread numbers agree)."""
+        return self.sem_keys.get(sem, (None, sem))
 
     def host_track(self, thread: int | None) -> int:
         """The track of host thread ``thread``, declaring one when the trace has none. ``None``: the

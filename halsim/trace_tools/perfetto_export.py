@@ -27,6 +27,7 @@ not sit in memory as protobuf objects. Both writers are atomic (temporary file, 
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from typing import NamedTuple
@@ -99,23 +100,53 @@ class FlowMaps(NamedTuple):
     into: dict
     into_end: dict
     handoffs_from: int
+    lane_order: list  # lane indexes in the order the Perfetto writer writes them (:func:`_lane_order`)
 
 
 def _flow_maps(ix: TraceIndex, lanes) -> FlowMaps:
     signals = signal_flows(ix)
     flows = signals + handoff_flows(ix)
     ends = {key for src, dst, _what, _value in flows for key in (src, dst)}
-    items = {key: item for lane in lanes for item in lane.items
+    items = {key: (item, k) for k, lane in enumerate(lanes) for item in lane.items
              if (key := (item.cat, item.ref)) in ends}  # (only the arrows' ends: a 1M-span trace has few)
     out_ids: dict = {}
     in_ids: dict = {}
     in_end_ids: dict = {}
+    ties = []  # (source lane, destination lane) of arrows whose two ends have one time
     for n, (src, dst, _what, _value) in enumerate(flows, start=1):
         out_ids.setdefault(src, []).append(n)
-        a, b = items.get(src), items.get(dst)
+        (a, la), (b, lb) = items.get(src, (None, None)), items.get(dst, (None, None))
         late = a is not None and b is not None and b.start <= a.start and b.end > b.start
         (in_end_ids if late else in_ids).setdefault(dst, []).append(n)
-    return FlowMaps(out_ids, in_ids, in_end_ids, len(signals) + 1)
+        if a is not None and b is not None and a.start == (b.end if late else b.start) and la != lb:
+            ties.append((la, lb))
+    return FlowMaps(out_ids, in_ids, in_end_ids, len(signals) + 1, _lane_order(len(lanes), ties))
+
+
+def _lane_order(count: int, ties: list) -> list[int]:
+    """Lane indexes in writing order: track order, except that a lane holding an arrow's start comes
+    before the lane holding its end when both ends have one time (zero-length operations at one
+    instant): Perfetto reads events in time order, ties in file order, and drops an arrow whose end
+    it meets before its start. (Lanes in a cycle of such ties keep track order.)"""
+    if all(a < b for a, b in ties):
+        return list(range(count))
+    after: dict = {}
+    needs = [0] * count
+    for a, b in set(ties):
+        after.setdefault(a, []).append(b)
+        needs[b] += 1
+    ready = [k for k in range(count) if not needs[k]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for b in after.get(k, ()):
+            needs[b] -= 1
+            if not needs[b]:
+                heapq.heappush(ready, b)
+    done = set(order)
+    return order + [k for k in range(count) if k not in done]
 
 
 def _annotations(ix: TraceIndex, item: Item) -> dict:
@@ -211,21 +242,23 @@ def export_perfetto(trace, path: str | os.PathLike, findings: list[dict] | None 
         rank = 0
         next_uuid = ROOT_UUID + 1
 
-        def declare(name, counter=False):
+        def declare(name, counter=False, at=None):
             nonlocal rank, next_uuid
             uuid = next_uuid
             next_uuid += 1
             p = w.packet()
             d = p.track_descriptor
-            d.uuid, d.parent_uuid, d.name, d.sibling_order_rank = uuid, ROOT_UUID, name, rank
+            d.uuid, d.parent_uuid, d.name = uuid, ROOT_UUID, name
+            d.sibling_order_rank = rank if at is None else at  # (lanes: shown in track order, whatever the file's)
             if counter:
                 d.counter.SetInParent()
             rank += 1
             stats["tracks"] += 1
             return uuid
 
-        for lane in lanes:
-            uuid = declare(lane.name)
+        for k in flows.lane_order:
+            lane = lanes[k]
+            uuid = declare(lane.name, at=k)
             _write_lane(w, ix, lane, uuid, flows, stats)
             if progress is not None:
                 progress.update(len(lane.items))
