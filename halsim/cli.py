@@ -333,6 +333,9 @@ def cmd_run(args) -> int:
             trace.save(args.trace)
         for e in errors:
             print(f"halsim: {args.program} on {uri}: {e}", file=sys.stderr)
+            report = e.message.splitlines()[1:] if e.deadlock else ()
+            if report:  # who waits for what and why nothing can advance it (DESIGN §5), as for a program
+                print("\n".join(report), file=sys.stderr)
         code = 1 if errors else 0
     else:
         uri = args.device or "local-task"

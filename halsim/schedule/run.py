@@ -3,7 +3,8 @@
 The main thread creates the semaphores, buffers and command buffers (recording them), starts the
 extra host threads, then runs its own steps; each thread runs its steps in order. A step that
 raises a ``HalError`` is recorded in :attr:`RunResult.errors` and the thread goes on (a checking
-tool wants the rest of the program's trace); a deadlock stops the thread that hit it, and so does
+tool wants the rest of the program's trace); a deadlock stops the thread that hit it (a timed wait
+that reached its deadline instead returned DEADLINE_EXCEEDED: the thread goes on), and so does
 any other exception (recorded too, with ``crashed`` set: never a silently dead thread). The runner
 keeps objects only in its name tables, so a ``release`` step really drops the host's last
 reference (what ``retain_resources=False`` needs to show an early release).
@@ -21,12 +22,13 @@ reference (what ``retain_resources=False`` needs to show an early release).
 from __future__ import annotations
 
 import gc
+import re
 import threading
 from dataclasses import dataclass, field
 
 from reference import hal
 
-from .load import Schedule
+from .load import Schedule, ScheduleError
 
 
 @dataclass
@@ -62,8 +64,6 @@ class _Env:
 
     def __init__(self, dev, schedule: Schedule):
         self.dev = dev
-        from .load import ScheduleError
-
         path = schedule.path
         self.sems, self.bufs = {}, {}
         # a value or size this device refuses is the file's problem: ``file: field.path: reason``
@@ -99,8 +99,6 @@ class _Env:
         return [(self.sems[n], v) for n, v in pairs]
 
     def _record(self, cb, commands, where):
-        from .load import ScheduleError
-
         cb.begin()
         for i, c in enumerate(commands):
             try:
@@ -115,7 +113,8 @@ class _Env:
                 elif kind == "copy":
                     cb.copy_buffer(self.ref(c["source"]), self.ref(c["target"]))
                 elif kind == "update":
-                    cb.update_buffer(c["data"], 0, self.ref(c["target"]))
+                    name, offset, _ = c["target"]   # (the target's length is the data's)
+                    cb.update_buffer(c["data"], 0, hal.BufferRef(self.bufs[name], offset, len(c["data"])))
                 elif kind == "dispatch":
                     cb.dispatch(self.exe, c["entry"], c["workgroups"], c["constants"],
                                 [self.ref(b) for b in c["bindings"]])
@@ -191,6 +190,11 @@ def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
         try:
             _step(env, st)
         except DeadlockError as e:
+            if e.code == hal.StatusCode.DEADLINE_EXCEEDED:
+                # A timed wait that reached its deadline (nothing could have signaled it): it returned,
+                # as on every device, and the thread goes on (a real-time device simply times out).
+                errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message))
+                continue
             errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message, deadlock=True))
             return
         except hal.HalError as e:
@@ -230,7 +234,7 @@ def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> 
     the device refuses a semaphore's initial value or a buffer's size (``semaphores.s: …``).
     ``opened(device)``, if given, is called with the device once it is created (``halsim check
     --timeout`` keeps it to check the trace of a schedule that never finishes)."""
-    dev = hal.create_device(device) if device else hal.create_device(schedule.device, **schedule.options)
+    dev = hal.create_device(device) if device else _create_own_device(schedule)
     if opened is not None:
         opened(dev)
     try:
@@ -238,6 +242,19 @@ def run_schedule(schedule: Schedule, device: str | None = None, opened=None) -> 
     finally:
         dev.close()
     return RunResult(dev.trace, errors)
+
+
+def _create_own_device(schedule: Schedule):
+    """The schedule's ``[device]``; an option the device refuses is an error of that field
+    (``file: device.options.queues: …``), as a semaphore's refused initial value is."""
+    try:
+        return hal.create_device(schedule.device, **schedule.options)
+    except hal.HalError as e:
+        if e.code != hal.StatusCode.INVALID_ARGUMENT:
+            raise  # (UNAVAILABLE here, NOT_FOUND...: the device, not the file)
+        named = [k for k in schedule.options if re.search(rf"\boption '?{re.escape(k)}\b", e.message)]
+        where = f"device.options.{named[0]}" if named else "device"
+        raise ScheduleError(f"{schedule.path}: {where}: {e}") from None
 
 
 def run_schedule_on(dev, schedule: Schedule, buffers: list | None = None) -> list:

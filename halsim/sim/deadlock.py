@@ -308,7 +308,10 @@ def build_report(time: int, blocks, ops, behind: dict[str, str] | None = None, r
     runs = tuple((op_id, t) for op_id, (_, t) in running.items())
 
     threads = tuple(
-        BlockedThread(b.thread.index, b.call, b.mode, _wait_states(b.timepoints, signals, None, runs, deferred),
+        # (a blocked queue call — sim:sync, legacy Metal — waits for its own op's waits: that op is no
+        # signaler of them, an op never waits on its own signal)
+        BlockedThread(b.thread.index, b.call, b.mode,
+                      _wait_states(b.timepoints, signals, b.op.id if b.op is not None else None, runs, deferred),
                       b.deadline,
                       b.op.id if b.op is not None else None,
                       b.inside.id if getattr(b, "inside", None) is not None else None)
