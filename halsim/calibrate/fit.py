@@ -12,25 +12,29 @@ parameters                              samples (``docs/trace-format.md``)
 (``per_unit_ns``)                       ``spin``'s ``iterations``)
 ``launch_ns``,                          op ``start`` − when it could start, by what it waited for last: the
 ``launch_after_issue_ns``,              end of a device predecessor (the previous op of its queue, a wait's
-``launch_after_host_ns``                producer, another queue's op when the device runs one at a time):
-                                        ``launch_ns``; its launch during the issue (issue end − the fitted
-                                        per-signal cost · signals): ``launch_after_issue_ns``; a host signal
-                                        (a user event): ``launch_after_host_ns`` (each a mean; a group of
-                                        fewer than 10 samples is left to ``launch_ns``)
+``launch_after_host_ns``                producer, another queue's op when every queue the device runs at once
+                                        was busy): ``launch_ns``; its launch during the issue (issue end − the
+                                        fitted per-signal cost · signals, unless a predecessor or host signal
+                                        came after that): ``launch_after_issue_ns``; a host signal (a user
+                                        event): ``launch_after_host_ns`` (each a mean; a group of fewer than
+                                        10 samples is left to ``launch_ns``)
 ``commit_ns``, ``event_wait_ns``,       ``issue`` ``t − start`` = commit + event_wait·events +
-``event_create_ns`` (opencl) or         per-signal·signals + dispatch_commit·dispatches. ``event_record_ns``
-``event_record_ns`` (cuda, metal),      is set to 0 on ``opencl``: a marker's host cost cannot be told apart
-``dispatch_commit_ns``                  from creating its event
+``event_create_ns`` (opencl) or         per-signal·signals + dispatch_commit·dispatches (a host call's
+``event_record_ns`` (cuda, metal),      signals: 0). ``event_record_ns`` is set to 0 on ``opencl``: a
+``dispatch_commit_ns``                  marker's host cost cannot be told apart from creating its event
 ``host_fn_ns``                          first ``signal`` caused by an op − the op's ``end``, when the
                                         completion path was idle: the mean of them all (those with the op
                                         alone in flight and a host thread blocked in a wait count from the
                                         later of the end and the wait's start)
 ``wake_ns``                             ``host_wait`` end − the satisfying ``signal`` (blocked waits), and
-                                        ``issue`` start − op enqueue ``t`` when the worker was idle and the
-                                        submitting thread blocked in a host wait before the issue began
+                                        ``issue`` start − when the op could be issued (enqueue ``t``, or the
+                                        moment its last wait was reached for an issue without wait events)
+                                        when the worker was idle and the submitting thread blocked in a
+                                        host wait
 ``device_concurrency``                  the most queues running an op at the same instant (median over the
-                                        traces), when at least 3 ops waited for another queue's op (else 0:
-                                        queues run as if alone)
+                                        traces), when at least 3 ops waited for another queue's op (ready
+                                        while that many other queues held one; else 0: queues run as if
+                                        alone)
 ``submit_ns``                           gap between consecutive queue calls of one host thread − host_api_ns
                                         (− the first call's issue when it lies in the gap, on personalities
                                         that issue inline: ``opencl``)
@@ -43,7 +47,8 @@ real engine's host latencies have millisecond tails; ``docs/accuracy.md``).
 A group with no samples keeps the personality's default. A group with 1–2 samples, or a degenerate
 design (every fill the same size: latency and bandwidth cannot be separated) is refused with
 :class:`CalibrationError` naming it — or, with ``partial=True``, keeps its defaults for what cannot be
-separated (a constant column is dropped and its default contribution subtracted).
+separated (a constant column is dropped and its default contribution subtracted). So are the dispatches
+of an entry outside the builtin kernel library, or with different numbers of constants.
 
 >>> import numpy as np
 >>> s = Samples()
@@ -69,6 +74,8 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from reference.kernels import KERNELS
 
 from ..sim.cost_model import CostModel
 from .samples import (LAUNCH_GROUPS, TIMED_KINDS, TRANSFERS, CalibrationError, Samples,  # noqa: F401 (API)
@@ -179,6 +186,7 @@ class _Fitter:
         self.kernels: dict = {}
         self.params: list[Fitted] = []
         self.kept: list[str] = []
+        self.per_signal_ns = self.default_per_signal()  # the issue's per-signal cost (fitted by issue())
 
     def lstsq(self, X, y):
         """Least squares with every coefficient >= 0: a negative one is fixed at 0 and the others
@@ -282,7 +290,16 @@ class _Fitter:
         unit = default.get("unit_constant")
         names = [f"{prefix}.base_ns", f"{prefix}.per_workgroup_ns"] + ([f"{prefix}.per_unit_ns"] if unit is not None
                                                                        else [])
+        if kernel not in KERNELS:  # the model can time only what the simulator can dispatch
+            self.refuse_or_keep([prefix], f"entry {kernel!r} is not in the builtin kernel library (one of: "
+                                f"{', '.join(sorted(KERNELS))}): its dispatches cannot be modelled")
+            return
         if self.too_few(group, names, f"{kernel} dispatches"):
+            return
+        counts = sorted({len(x) - 2 for x in self.samples.rows[group][0]})
+        if len(counts) > 1:  # e.g. traces of two builds of the kernel fitted together
+            self.refuse_or_keep([prefix], f"the {kernel} dispatches carry different numbers of constants "
+                                f"({', '.join(map(str, counts))})")
             return
         X_all, y = self.rows(group)
         cols = [X_all[:, 0], X_all[:, 1]]
@@ -314,8 +331,9 @@ class _Fitter:
                                 "counts and constants are collinear")
             return
         coef, res = self.lstsq(X[:, keep], y_adj)
+        # (a unit term the dispatches lacked the constant for keeps its default, constant index included)
         entry = {"base_ns": None, "per_workgroup_ns": None, "per_unit_ns": default.get("per_unit_ns", 0),
-                 "unit_constant": unit}
+                 "unit_constant": default.get("unit_constant")}
         for c, v in defaults_used.items():
             entry[names[c].rsplit(".", 1)[1]] = int(v)
         for c, v in zip(keep, coef):
@@ -323,6 +341,12 @@ class _Fitter:
             entry[field_name] = self.ns(v)
             self.param(Fitted(names[c], float(v), res, len(y), self.negative(keep.index(c), v)))
         self.kernels[kernel] = entry
+
+    def default_per_signal(self) -> float:
+        """The defaults' per-signal issue cost: opencl records an event it creates (no pool); cuda and
+        metal record one from their pool."""
+        b = self.base
+        return b.event_record_ns + (b.event_create_ns if self.personality == "opencl" else 0)
 
     def issue(self) -> None:
         per_signal = "event_create_ns" if self.personality == "opencl" else "event_record_ns"
@@ -339,7 +363,8 @@ class _Fitter:
                 what = {1: "wait-event count", 2: "signal count", 3: "dispatch count"}[c]
                 self.refuse_or_keep(["commit_ns", name], f"degenerate design: all {len(y)} issued ops have the same "
                                     f"{what} ({int(X[0, c])}): cannot separate commit_ns from {name}", kept=[name])
-                fixed[c] = getattr(self.base, name)
+                # (the per-signal term as the kept model charges it: on opencl record + create)
+                fixed[c] = self.default_per_signal() if c == 2 else getattr(self.base, name)
             else:
                 keep.append(c)
         y_adj = y - sum(X[:, c] * v for c, v in fixed.items())
@@ -347,6 +372,7 @@ class _Fitter:
         for c, v in zip(keep, coef):
             self.doc[names[c]] = self.ns(v)
             self.param(Fitted(names[c], float(v), res, len(y), self.negative(keep.index(c), v)))
+        self.per_signal_ns = float(coef[keep.index(2)]) if 2 in keep else fixed[2]
         if self.personality == "opencl" and 2 in keep:
             self.doc["event_record_ns"] = 0  # inside event_create_ns (and launch_ns on the device)
 
@@ -359,13 +385,7 @@ class _Fitter:
         cost · signals). A group gets a field of its own from SPLIT_SAMPLES samples on (fewer could
         not be trimmed of outliers); otherwise its field stays null (the value of ``launch_ns``), and
         ``launch_ns`` is fitted on every sample unless the "device" group has enough of its own."""
-        doc = {**self.base.to_dict(), **self.doc}
-        per_signal = doc["event_record_ns"] + doc["event_create_ns"]
-        groups = {}
-        for group in LAUNCH_GROUPS:
-            X, y = self.rows(group)
-            if len(y):
-                groups[group] = y + per_signal * X[:, 1]
+        groups = self.launch_samples()
         n = sum(len(y) for y in groups.values())
         if n == 0:
             self.kept.append("launch_ns (no launch samples (timed ops))")
@@ -391,6 +411,26 @@ class _Fitter:
         else:
             mean("launch_ns", np.concatenate(list(groups.values())),
                  "every launch sample (fewer than %d after a device predecessor)" % SPLIT_SAMPLES)
+
+    def launch_samples(self) -> dict:
+        """Launch samples by group, each measured from its launch point: an op issued ready launches at
+        issue end − per-signal cost · signals; when its last device predecessor ended (or a host signal
+        came) after that point, it waited for that instead (the model's ``launch_at < last_end``)."""
+        groups = {g: [self.rows(g)[1]] for g in LAUNCH_GROUPS}
+        X, y = self.rows("launch:issue")
+        if len(y):
+            markers = self.per_signal_ns * X[:, 1]
+            issue = y + markers
+            if X.shape[1] >= 4:  # (how long before the issue end the device got free, a host signal came)
+                device, host = X[:, 2], X[:, 3]
+                to_device = (device < markers) & (device <= host)
+                to_host = (host < markers) & ~to_device
+                groups["launch:device"].append(y[to_device] + device[to_device])
+                groups["launch:host"].append(y[to_host] + host[to_host])
+                issue = issue[~(to_device | to_host)]
+            groups["launch:issue"] = [issue]
+        groups = {g: np.concatenate(parts) for g, parts in groups.items()}
+        return {g: v for g, v in groups.items() if len(v)}
 
     def concurrency(self) -> None:
         """``device_concurrency``: the most queues seen running at once (the median over traces: PoCL

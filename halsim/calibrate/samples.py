@@ -22,6 +22,7 @@ from reference.trace import Trace
 TRANSFERS = ("fill", "copy", "update")
 TIMED_KINDS = ("fill", "copy", "update", "dispatch", "execute")  # ops with device timestamps
 LAUNCH_GROUPS = ["launch:device", "launch:issue", "launch:host"]
+INF = float("inf")
 
 
 class CalibrationError(Exception):
@@ -117,6 +118,28 @@ def align_clocks(events: list[dict]) -> tuple[list[dict], int]:
     return out, delta
 
 
+def device_signal_count(op: dict) -> int:
+    """The signals an op's issue records a device-signal event for: none of a host call's (it signals
+    from the host, in its completion: ``halsim.sim.streams._device_signals``, the real engines too)."""
+    return 0 if op.get("kind") == "host_call" else len(op.get("signal") or ())
+
+
+def _issuable_at(op: dict, issue: dict, signals: dict) -> int:
+    """When the scan that issued ``op`` could run: its enqueue or, when the issue waited on no event
+    (every wait was reached by then), the moment its last wait was reached — a "pending" personality
+    (cuda) keeps the action on the host until then. An issue with wait events is counted from the
+    enqueue (opencl issues at once with a user event; when a pending action's event was recorded is
+    not in the trace)."""
+    t = op["t"]
+    if issue.get("events"):
+        return t
+    for sem, value in op.get("wait") or ():
+        got = _first_reaching(signals, sem, value)
+        if got is not None and got[1] <= issue["start"]:
+            t = max(t, got[1])
+    return t
+
+
 def _most_queues_at_once(spans) -> int:
     """The most distinct queues with an op running at one instant (spans: (start, end, queue))."""
     edges = sorted([(st, 1, q) for st, e, q in spans if e > st] + [(e, -1, q) for st, e, q in spans if e > st],
@@ -127,6 +150,50 @@ def _most_queues_at_once(spans) -> int:
         running[q] = running.get(q, 0) + d
         most = max(most, sum(1 for n in running.values() if n > 0))
     return most
+
+
+def _launch_ready(op: dict, issue: dict, queue_end, signals: dict, ok: dict):
+    """(t, by, last device end, last host signal): when the op could start and by what — the later
+    of its issue end, its queue predecessor's end and each wait's (a device producer's end or a host
+    signal) —, and the last device predecessor's end and host signal at or before the issue end (-inf:
+    none). The fitter, which knows the per-signal cost, tells whether those came after the launch
+    point inside the issue."""
+    end = issue["t"]
+    ready, by = end, "issue"
+    before = {"device": -INF, "host": -INF}
+
+    def came(t, what):
+        nonlocal ready, by
+        if t > ready:
+            ready, by = t, what
+        elif t <= end:
+            before[what] = max(before[what], t)
+
+    if queue_end is not None:
+        came(queue_end, "device")
+    after = issue.get("after") or ()  # the ops whose recorded device events it waited on
+    for sem, value in op.get("wait") or ():
+        got = _first_reaching(signals, sem, value)
+        if got is None:
+            continue
+        _v, t, cause = got
+        producer = ok.get(cause)
+        # A device predecessor: a timed op, or any op whose recorded event the issue waited on (a
+        # barrier's ends on its stream; its signal on the host, by its completion, comes later)
+        if producer is not None and producer.get("start") is not None and \
+                (producer["kind"] in TIMED_KINDS or cause in after):
+            came(producer["end"], "device")
+        else:
+            came(t, "host")
+    return ready, by, before["device"], before["host"]
+
+
+def _device_full(held, spans, t, queue, most: int) -> bool:
+    """Whether ``most`` other queues held an op at ``t`` (taken its slot, not ended): the device ran
+    no more queues at once in the trace, so the op had to wait for one of them."""
+    holding = {q for a, e, q in held if a <= t < e} | {q for a, e, q in spans if a <= t < e}
+    holding.discard(queue)
+    return len(holding) >= most
 
 
 def trace_samples(trace) -> Samples:
@@ -182,22 +249,23 @@ def trace_samples(trace) -> Samples:
     ok = {i: o for i, o in ops.items() if o.get("status") == 0 and o.get("end") is not None}
 
     # Issue path and worker wake.
-    wait_starts: dict = {}
+    thread_waits: dict = {}
     for w in host_waits:
-        wait_starts.setdefault(w.get("thread"), []).append(w["start"])
+        thread_waits.setdefault(w.get("thread"), []).append((w["start"], w["t"]))
     prev_issue_end = None
     for e in sorted(issues.values(), key=lambda e: e["start"]):
         op = ops.get(e["op"])
         if op is None:
             continue
         dispatches = sum(1 for c in by_op_cmds.get(e["op"], ()) if c.get("kind") == "dispatch")
-        s.add("issue", [1.0, e.get("events", 0), len(op.get("signal") or ()), dispatches], e["t"] - e["start"])
-        if (prev_issue_end is None or prev_issue_end <= op["t"]) and \
-                any(op["t"] <= w <= e["start"] for w in wait_starts.get(op.get("thread"), ())):
-            # the worker was idle and the submitting thread blocked in a host wait before the issue
-            # began: a wake-up. (While the host thread still runs Python, a Python engine's worker
+        s.add("issue", [1.0, e.get("events", 0), device_signal_count(op), dispatches], e["t"] - e["start"])
+        ready = _issuable_at(op, e, signals)
+        if (prev_issue_end is None or prev_issue_end <= ready) and \
+                any(ready <= a <= e["start"] or a < ready < b for a, b in thread_waits.get(op.get("thread"), ())):
+            # the worker was idle and the submitting thread blocked in a host wait once the op could be
+            # issued: a wake-up. (While the host thread still runs Python, a Python engine's worker
             # waits for the interpreter lock instead — not a wake-up, not in the model.)
-            s.add("wake:issue", [1.0], e["start"] - op["t"])
+            s.add("wake:issue", [1.0], e["start"] - ready)
         prev_issue_end = e["t"] if prev_issue_end is None else max(prev_issue_end, e["t"])
 
     # Queues sharing the device: the most queues seen running at once, when there was contention.
@@ -205,46 +273,44 @@ def trace_samples(trace) -> Samples:
                    key=lambda i: ok[i]["start"])
     spans = [(ok[i]["start"], ok[i]["end"], ok[i].get("queue")) for i in timed]
     queues_used = len({q for _s, _e, q in spans})
-    serial = queues_used > 1 and _most_queues_at_once(spans) == 1
+    most = _most_queues_at_once(spans)
+    contended = queues_used > 1 and most < queues_used  # fewer queues ran at once than were used
+    held: list = []  # (slot taken, end, queue) of the ops launched so far
+    handed: set = set()  # the spans whose end handed its slot to a waiting op
 
     # Launch: start − when the op could start.
     last_end: dict = {}
     waited = 0
     for op_id in timed:
         op = ok[op_id]
-        ready, by = issues[op_id]["t"], "issue"
-        if op.get("queue") in last_end and last_end[op["queue"]] > ready:
-            ready, by = last_end[op["queue"]], "device"
-        after = issues[op_id].get("after") or ()  # the ops whose recorded device events it waited on
-        for sem, value in op.get("wait") or ():
-            got = _first_reaching(signals, sem, value)
-            if got is None:
-                continue
-            _v, t, cause = got
-            producer = ok.get(cause)
-            # A device predecessor: a timed op, or any op whose recorded event the issue waited on (a
-            # barrier's ends on its stream; its signal on the host, by its completion, comes later)
-            if producer is not None and producer.get("start") is not None and \
-                    (producer["kind"] in TIMED_KINDS or cause in after):
-                if producer["end"] > ready:
-                    ready, by = producer["end"], "device"
-            elif t > ready:
-                ready, by = t, "host"
-        if serial:  # one queue at a time: another queue's op ran after this one could start
-            busy = max((e for _st, e, q in spans if q != op.get("queue") and ready < e <= op["start"]), default=None)
-            if busy is not None:
+        ready, by, device_before, host_before = _launch_ready(op, issues[op_id], last_end.get(op.get("queue")),
+                                                              signals, ok)
+        if contended and _device_full(held, spans, ready, op.get("queue"), most):
+            # every slot was taken when the op could start: it waited for another queue's op to end,
+            # the first one after it was ready whose slot no other op took (first come, first served)
+            freed = [(e, i) for i, (_st, e, q) in enumerate(spans)
+                     if q != op.get("queue") and ready < e <= op["start"] and i not in handed]
+            if freed:
+                busy, i = min(freed)
+                handed.add(i)
                 ready, by = busy, "device"
                 waited += 1
+        held.append((ready, op["end"], op.get("queue")))
         # "device": the op waited for a device predecessor (in-order queue, a wait event, another
-        # queue's op on a one-queue-at-a-time device); "issue" and "host": for its issue or a host
-        # signal (a user event).
-        # x: 1, and for "issue" the op's signal count (the model launches the work before its signal
-        # events are recorded: the fitter moves these samples by the fitted per-signal issue cost)
-        s.add(f"launch:{by}", [1.0, len(op.get("signal") or ()) if by == "issue" else 0], op["start"] - ready)
+        # queue's op when every slot was taken); "issue" and "host": for its issue or a host signal (a
+        # user event). x: 1, and for "issue" the op's signal count and how long before the issue end
+        # its last device predecessor ended and its last host signal came (inf: none). The model
+        # launches the work before its signal events are recorded, so the fitter moves these samples
+        # by the fitted per-signal issue cost, or to "device"/"host" when that came inside the markers.
+        if by == "issue":
+            x = [1.0, device_signal_count(op), ready - device_before, ready - host_before]
+            s.add("launch:issue", x, op["start"] - ready)
+        else:
+            s.add(f"launch:{by}", [1.0, 0], op["start"] - ready)
         last_end[op.get("queue")] = max(last_end.get(op.get("queue"), op["end"]), op["end"])
     if queues_used > 1:
         # x: queues used, ops that waited for another queue; y: the most queues that ran at once
-        s.add("queues", [1.0, queues_used, waited], _most_queues_at_once(spans))
+        s.add("queues", [1.0, queues_used, waited], most)
 
     # Completion path: first signal of a timed op − its end, when the path had nothing else to do.
     # "host_fn" when the op was the only one in flight (none other issued and not yet signaled when
