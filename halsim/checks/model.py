@@ -26,7 +26,7 @@ from bisect import bisect_left
 from sys import intern
 from dataclasses import dataclass
 
-from ..trace_tools.model import queue_order, scopes_ok
+from ..trace_tools.model import personality, queue_order, scopes_ok
 
 # Metal command queues and OpenCL in-order queues run submissions in enqueue order (a wait blocks
 # the queue). CUDA's HAL queue does not: pending queue actions are issued to the stream when their
@@ -133,11 +133,12 @@ def covers(scope: int, need: int, write: bool) -> bool:
     return bool(scope & need or scope & (MEMORY_WRITE if write else MEMORY_READ))
 
 
-def barrier_memory(scopes) -> tuple | None:
+def barrier_memory(scopes, stages=None) -> tuple | None:
     """A barrier's trace ``scopes`` (its memory and buffer barriers) as ``(source, target, buffer,
     start, end)`` entries (buffer None: every buffer); None when it makes every command's writes
     visible to every command after it — none given (HAL_SEMANTICS CB9; also a trace without
-    ``scopes``) or one global barrier covering every access.
+    ``scopes``) or one global barrier covering every access in a barrier whose named ``stages``
+    hold DISPATCH and TRANSFER on both sides (access scopes hold only the stages named).
 
     >>> barrier_memory(None) is None, barrier_memory([[MEMORY_WRITE, MEMORY_READ | MEMORY_WRITE]]) is None
     (True, True)
@@ -146,11 +147,13 @@ def barrier_memory(scopes) -> tuple | None:
     """
     if not scopes or not scopes_ok(scopes):
         return None   # (a malformed record orders memory: the trace reader names it, no false alarm)
+    work = DISPATCH | TRANSFER
+    named_all = all(mask & work == work for mask in (stages or (ALL_STAGES, ALL_STAGES)))
     out = []
     for entry in scopes:
         src, dst = entry[0], entry[1]
         if len(entry) == 2:
-            if all(covers(src, w, True) and covers(dst, w, True) for w in WRITE_SCOPE_OF.values()) and \
+            if named_all and all(covers(src, w, True) and covers(dst, w, True) for w in WRITE_SCOPE_OF.values()) and \
                     all(covers(dst, r, False) for r in READ_SCOPE_OF.values()):
                 return None   # every write to every access: as if none were given
             out.append((src, dst, None, 0, 0))
@@ -256,28 +259,18 @@ _OP_KEYS = frozenset(("ev", "t", "op", "kind", "thread", "queue", "wait", "signa
 _NO_FIELDS: dict = {}   # shared by every op without extra fields; never written to
 
 
-def _device_kinds(header: dict) -> tuple:
-    """The trace's personality and its device's driver name (``sim:cuda`` → ``cuda``)."""
-    base = str(header.get("device", "")).split("?")[0]
-    return header.get("personality"), base.split(":", 1)[1] if base.startswith("sim:") else base.split(":")[0]
-
-
 def device_sticky(header: dict) -> bool:
     """Whether the device follows IREE's CUDA design, whose queue status stays failed after a failed
     action (HAL_SEMANTICS B.3): ``cuda``, ``opencl`` and their models."""
-    return any(kind in STICKY for kind in _device_kinds(header))
+    return personality(header) in STICKY
 
 
 def device_ordering(header: dict) -> str:
     """``in_order`` (Metal command queues, OpenCL in-order queues: ops on one queue run in enqueue
     order), ``inline`` (local-sync and its model: a queue call runs before it returns) or
     ``unordered`` (IREE semantics: only semaphores order submissions)."""
-    for kind in _device_kinds(header):
-        if kind in IN_ORDER:
-            return "in_order"
-        if kind in INLINE:
-            return "inline"
-    return "unordered"
+    kind = personality(header)
+    return "in_order" if kind in IN_ORDER else "inline" if kind in INLINE else "unordered"
 
 
 @dataclass(slots=True)
@@ -467,7 +460,7 @@ class TraceModel:
                         scope = barrier_scopes(e.get("stages")) if kind == "barrier" else None
                         if scope is not None:
                             self.scopes.setdefault(op.id, {})[e["index"]] = scope
-                        memory = barrier_memory(e.get("scopes")) if kind == "barrier" else None
+                        memory = barrier_memory(e.get("scopes"), e.get("stages")) if kind == "barrier" else None
                         if memory is not None:   # (its stages too: they limit its access scopes)
                             self.memory.setdefault(op.id, {})[e["index"]] = \
                                 stage_scopes(e.get("stages")) + (memory,)
@@ -562,6 +555,14 @@ class TraceModel:
         hist = self.signals.get(sem)
         base = self.initial.get(sem, 0)
         return max([base] + [v for v, _c, _i in hist]) if hist else base
+
+    def wait_failed(self, op) -> bool:
+        """Whether one of ``op``'s waits failed before it was met (so the op never ran)."""
+        for sem, value in op.wait:
+            fail = self.fails.get(sem)
+            if fail is not None and fail[3] < op.done and self.first_signal(sem, value, fail[3]) is False:
+                return True
+        return False
 
     def first_signal(self, sem: str, value: int, before: int | None = None):
         """The signal event ``(value, cause, idx)`` that first brought ``sem`` to ``>= value``;

@@ -43,12 +43,12 @@ def queue_order(ops: dict, issued: list, committed: dict) -> list:
 
 
 def personality(header: dict) -> str:
-    """The device personality: the header's ``personality`` field, else the device URI's scheme
-    (``sim:metal?x=1`` → ``metal``, ``opencl`` → ``opencl``)."""
+    """The device personality: the header's ``personality`` field, else the device URI's driver
+    (``sim:metal?x=1`` → ``metal``, ``opencl`` → ``opencl``, ``cuda:GPU-…`` → ``cuda``)."""
     if header.get("personality"):
         return str(header["personality"])
     uri = str(header.get("device", "")).split("?", 1)[0]
-    return uri.split(":", 1)[1] if uri.startswith("sim:") else (uri or "generic")
+    return uri.split(":", 1)[1] if uri.startswith("sim:") else (uri.split(":", 1)[0] or "generic")
 
 
 #: Events between two progress updates (``progress=`` of :func:`load`, :meth:`TraceIndex.of`, :func:`ticking`).

@@ -169,3 +169,22 @@ def test_a_buffer_barrier_with_the_right_scopes_on_other_bytes_names_the_bytes()
          "barrier between them orders them but its memory barriers (0:0.1 TRANSFER_WRITE -> TRANSFER_READ on "
          "b0[48:64)) do not make the write visible: no buffer barrier holds b0[0:16) (RAW)"),
     ]
+
+
+@pytest.mark.parametrize("stages", [(ST.COMMAND_RETIRE, ST.TRANSFER), (ST.TRANSFER, ST.COMMAND_ISSUE)])
+@pytest.mark.parametrize("memory", [[(SC.TRANSFER_WRITE, SC.TRANSFER_READ)],
+                                    [(SC.MEMORY_WRITE, SC.MEMORY_READ | SC.MEMORY_WRITE)]])
+def test_a_global_memory_barrier_holds_only_the_stages_its_barrier_names(stages, memory):
+    """Bottom of pipe as the source (top as the target) orders every command but names no stage for
+    the access scopes: the write is not made visible, a global MEMORY barrier no more than a
+    TRANSFER one (the "covers every access: as if none were given" shortcut ignored the stages)."""
+    assert [f[0] for f in findings(run("sim", fill_copy(*stages, memory)))] == ["hazard.raw"]
+
+
+def test_the_bytes_no_buffer_barrier_holds_are_named_piece_by_piece():
+    def record(cb, _exe, a, b):
+        cb.fill_buffer(R(a, 0, 32), 7, 1)
+        cb.execution_barrier(ST.TRANSFER, ST.TRANSFER, (), [(SC.TRANSFER_WRITE, SC.TRANSFER_READ, R(a, 8, 8))])
+        cb.copy_buffer(R(a, 0, 32), R(b, 0, 32))
+    (finding,) = findings(run("sim", record))
+    assert finding[2].endswith("do not make the write visible: no buffer barrier holds b0[0:8), b0[16:32) (RAW)")

@@ -209,21 +209,25 @@ class HazardChecker:
             kind = {"raw": "war", "war": "raw"}.get(kind, kind)
         key = (kind, prior.op, prior.index, cur.op, cur.index, buf)
         entry = self.found.get(key)
-        if entry is None:   # (with the bytes of the side first found: the message names them)
-            self.found[key] = [kind, prior, cur, buf, lo, hi, scope, side, lo, hi]
+        if entry is None:   # (with the bytes of the side first found, piece by piece: the message names them)
+            self.found[key] = [kind, prior, cur, buf, lo, hi, scope, side, [(lo, hi)]]
         else:
             entry[4], entry[5] = min(entry[4], lo), max(entry[5], hi)
             if side == entry[7]:
-                entry[8], entry[9] = min(entry[8], lo), max(entry[9], hi)
+                spans = entry[8]
+                if spans[-1][1] == lo:
+                    spans[-1] = (spans[-1][0], hi)
+                else:
+                    spans.append((lo, hi))
 
     def findings(self) -> list[Finding]:
         out = []
-        for kind, prior, cur, buf, lo, hi, scope, side, side_lo, side_hi in self.found.values():
+        for kind, prior, cur, buf, lo, hi, scope, side, spans in self.found.values():
             a, b = _name(prior), _name(cur)
             if scope == "command_buffer":
                 why = self._within(kind, prior, cur)
             elif scope == "memory":
-                why = self._invisible(kind, prior, cur, side, buf, side_lo, side_hi)
+                why = self._invisible(kind, prior, cur, side, buf, spans)
             elif scope == "host":
                 why = "with no semaphore wait ordering them"
             else:
@@ -252,7 +256,7 @@ class HazardChecker:
                 f"them ({scopes}) do{'es' if len(between) == 1 else ''} not order {a.kind} "
                 f"({stage_names(a_stages)}) work before {b.kind} ({stage_names(b_stages)}) work")
 
-    def _invisible(self, kind: str, w: _Access, cur: _Access, side: str, buf: str, lo: int, hi: int) -> str:
+    def _invisible(self, kind: str, w: _Access, cur: _Access, side: str, buf: str, spans) -> str:
         """Why a write is not visible to a later command across barriers that order them: the
         barriers' memory barriers, and what none of them holds (``side``, as :meth:`_unseen` found):
         the write in a source scope, the access in a target scope, or the bytes."""
@@ -263,7 +267,7 @@ class HazardChecker:
         bars = "; ".join(f"{cmd_id(op.id, b)} " + (", ".join(_entry(e) for e in memory[b][4]) if b in memory
                                                    else "no memory barriers") for b in between)
         if side == "bytes":
-            why = f"no buffer barrier holds {buf}{span(lo, hi)}"
+            why = f"no buffer barrier holds {', '.join(buf + span(lo, hi) for lo, hi in spans)}"
         else:
             if side.startswith("source"):
                 cmd, missing, what = w, WRITE_SCOPE_OF[w.kind], f"{w.kind} write"

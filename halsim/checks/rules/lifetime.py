@@ -1,7 +1,7 @@
 """Resource lifetimes: storage used outside its life, resources the host freed while in flight.
 
 * ``lifetime.use_after_dealloca`` — a command uses a transient buffer whose ``queue_dealloca``
-  happens before it (a dealloca that failed, its wait having failed, freed nothing: Q9);
+  happens before it (a dealloca that failed freed nothing: a failed wait, Q9, or a use before its alloca);
 * ``lifetime.dealloca_race`` — a ``queue_dealloca`` not ordered after a command that uses the
   buffer (it may free the storage while the command still runs), or after a host access to its
   bytes (``map_write``…: the host may touch freed storage);
@@ -51,7 +51,7 @@ class LifetimeChecker:
             if op.kind == "alloca" and buf:
                 self.alloca[buf] = op.id
             elif op.kind == "dealloca" and buf and op.fields.get("transient", True) and not op.status:
-                # (a dealloca that failed — its wait failed — does not decommit: HAL_SEMANTICS Q9)
+                # (a dealloca that failed decommits nothing: its wait failed, HAL_SEMANTICS Q9, or it ran too early)
                 self.dealloca.setdefault(buf, []).append(op.id)
         self.found: dict[tuple, Finding] = {}
         # resources of ops the device did not retain: res -> [op ids]
@@ -144,7 +144,7 @@ class LifetimeChecker:
             if op.kind != "dealloca" or op.stuck or not op.fields.get("transient", True):
                 continue
             alloca = self.alloca.get(op.fields.get("buf"))
-            if alloca is None or hb.op_before(alloca, op.id) or (op.status and _wait_failed(self.model, op)):
+            if alloca is None or hb.op_before(alloca, op.id) or (op.status and self.model.wait_failed(op)):
                 continue
             buf = op.fields["buf"]
             self._add("lifetime.use_before_alloca", buf, op.id, [alloca, op.id],
@@ -165,12 +165,3 @@ class LifetimeChecker:
                         f"flight, and the device did not retain it (retain_resources=False?)",
                         {"resource": res}))
         return out
-
-
-def _wait_failed(model, op) -> bool:
-    """Whether one of ``op``'s waits failed before it was met (so the op never ran)."""
-    for sem, value in op.wait:
-        fail = model.fails.get(sem)
-        if fail is not None and fail[3] < op.done and model.first_signal(sem, value, fail[3]) is False:
-            return True
-    return False

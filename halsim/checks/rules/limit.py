@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from ...trace_tools.model import personality
 from ..findings import Finding
 
 WAIT_LIMIT = 32
@@ -30,8 +31,7 @@ RULES = {
 
 
 def is_cuda(model) -> bool:
-    base = model.device.split("?")[0]
-    return model.header.get("personality") == "cuda" or base in ("cuda", "sim:cuda") or bool(model.cuda_events)
+    return personality(model.header) == "cuda" or bool(model.cuda_events)
 
 
 def check(model, hb) -> list[Finding]:

@@ -172,7 +172,7 @@ def _check_values(model, hb, s: str, sigs: list) -> list[Finding]:
     if tangled:
         # an unordered signal between two values hides, from neighbours, a higher one that
         # happens before a lower one: look for each signal's highest predecessor
-        for first, second in _higher_predecessors(hb, sigs, FULL_CHECK_BUDGET):
+        for first, second in _higher_predecessors(hb, sigs):
             if second not in late:
                 out.append(_non_monotonic(s, first, second))
     return out
@@ -192,16 +192,16 @@ def _non_monotonic(s: str, first, second) -> Finding:
                    f"timeline values must increase", {"semaphore": s, "value": second[0]})
 
 
-def _higher_predecessors(hb, sigs: list, budget: int):
+def _higher_predecessors(hb, sigs: list):
     """``(first, second)`` for each signal ``second`` that a signal ``first`` of a value at least
     as high happens before (the highest such one). Per lane (hb's chains of ordered nodes), the
     signals in epoch order with a running maximum: what happens before a node on a lane is a
     prefix of it (its vector clock), so each lookup is a bisection — signals x lanes of them, so
-    none past ``budget`` (thousands of mutually racing signals: racing_signals reports them)."""
+    none past :data:`FULL_CHECK_BUDGET` (thousands of mutually racing signals: racing_signals reports them)."""
     lanes: dict[int, list] = {}
     for x in sigs:
         lanes.setdefault(hb.lane[x[1]], []).append(((hb.epoch[x[1]], x[2]), x))
-    if len(sigs) * len(lanes) > budget:
+    if len(sigs) * len(lanes) > FULL_CHECK_BUDGET:
         return
     prefix: dict[int, tuple] = {}   # lane -> (keys, running best)
     for lane, lst in lanes.items():
@@ -227,13 +227,14 @@ def _higher_predecessors(hb, sigs: list, budget: int):
 
 def _sticky(model) -> tuple | None:
     """On a device whose queue status turns sticky (:func:`~halsim.checks.model.device_sticky`): the
-    ``(status, message, op_done position)`` of the first failed op other than a host call (a host
-    call's own error is not sticky). From then on every completion fails its signal list with that
+    ``(status, message, op_done position)`` of the first failed op — a host call only when its wait
+    failed (its function's own error is not sticky). From then on every completion fails its signal list with that
     status (IREE's ``process_completion``), so an op that ran after it signals nothing: a semaphore
     already failed with that very status loses nothing."""
     if not device_sticky(model.header):
         return None
-    failed = [op for op in model.ops.values() if op.status and op.done is not None and op.kind != "host_call"]
+    failed = [op for op in model.ops.values() if op.status and op.done is not None
+              and (op.kind != "host_call" or model.wait_failed(op))]
     if not failed:
         return None
     first = min(failed, key=lambda op: op.done)

@@ -86,3 +86,25 @@ def test_the_checks_know_a_sticky_completion_signals_nothing():
         assert [(f.rule, f.ops) for f in check_trace(dev.trace).findings] == []
     finally:
         dev.close()
+
+
+def test_a_host_calls_failed_wait_makes_the_status_sticky_for_the_checks_too():
+    """As above with a host call as the gate: its failed wait (not its function's own error) made the
+    queue sticky, so the checks keep quiet about the completions that followed."""
+    from halsim.checks import check_trace
+
+    dev = hal.create_device("sim:cuda", queues=2)
+    try:
+        g, s, b = (dev.create_semaphore() for _ in range(3))
+        buf = dev.allocator.allocate_buffer(64 << 20)
+        dev.queue_fill([], [(s, 1)], buf, 0, 64 << 20, 7, 1, queue_affinity=1)
+        dev.queue_fill([(s, 1)], [(s, 2)], buf, 0, 64 << 20, 9, 1, queue_affinity=1)
+        dev.queue_host_call([(g, 1)], [(b, 1)], lambda args, ctx: None, queue_affinity=2)
+        dev.sleep(1e-4)
+        dev.queue_flush()
+        g.fail(S.ABORTED, "gate")
+        assert _expect_failed(s, 2) == (S.ABORTED, "gate")
+        dev.sleep(1.0)
+        assert [(f.rule, f.ops) for f in check_trace(dev.trace).findings] == []
+    finally:
+        dev.close()
