@@ -113,8 +113,7 @@ class _Env:
                 elif kind == "copy":
                     cb.copy_buffer(self.ref(c["source"]), self.ref(c["target"]))
                 elif kind == "update":
-                    name, offset, _ = c["target"]   # (the target's length is the data's)
-                    cb.update_buffer(c["data"], 0, hal.BufferRef(self.bufs[name], offset, len(c["data"])))
+                    cb.update_buffer(c["data"], 0, self.ref(c["target"]))
                 elif kind == "dispatch":
                     cb.dispatch(self.exe, c["entry"], c["workgroups"], c["constants"],
                                 [self.ref(b) for b in c["bindings"]])
@@ -171,7 +170,7 @@ def _step(env: _Env, st: dict) -> None:
         dev.queue_copy(wait, signal, env.bufs[src[0]], src[1], env.bufs[dst[0]], dst[1], n, **kw)
     elif call == "update":
         t = st["target"]
-        dev.queue_update(wait, signal, st["data"], 0, env.bufs[t[0]], t[1], len(st["data"]), **kw)
+        dev.queue_update(wait, signal, st["data"], 0, env.bufs[t[0]], t[1], env.length(t), **kw)
     elif call == "dispatch":
         dev.queue_dispatch(wait, signal, env.exe, st["entry"], st["workgroups"], st["constants"],
                            [env.ref(b) for b in st["bindings"]], **kw)
@@ -189,16 +188,13 @@ def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:
         me.halsim_step = f"{st['where']} ({st['call']})"  # for halsim.deadline's report of a stuck run
         try:
             _step(env, st)
-        except DeadlockError as e:
-            if e.code == hal.StatusCode.DEADLINE_EXCEEDED:
-                # A timed wait that reached its deadline (nothing could have signaled it): it returned,
-                # as on every device, and the thread goes on (a real-time device simply times out).
-                errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message))
-                continue
-            errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message, deadlock=True))
-            return
         except hal.HalError as e:
-            errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message))
+            # A deadlock stops the thread; a timed wait that reached its deadline (nothing could have
+            # signaled it: DeadlockError DEADLINE_EXCEEDED) returned, as on every device, and it goes on.
+            dead = isinstance(e, DeadlockError) and e.code != hal.StatusCode.DEADLINE_EXCEEDED
+            errors.append(StepError(name, st["where"], st["call"], int(e.code), e.message, deadlock=dead))
+            if dead:
+                return
         except KeyError as e:   # a name whose object the program released or never allocated
             errors.append(StepError(name, st["where"], st["call"], int(hal.StatusCode.NOT_FOUND),
                                     f"{e.args[0]!r} was released or not allocated yet"))

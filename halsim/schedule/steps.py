@@ -95,10 +95,11 @@ def _body(c, s, d, where, kind) -> dict:
     elif kind == "update":
         out["target"] = _ref(c, s, d.get("target"), f"{where}.target")
         out["data"] = _data(c, d.get("data"), f"{where}.data")
-        length = out["target"][2]
+        name, offset, length = out["target"]
         if length is not None and length != len(out["data"]):  # (its length is the data's)
             c.fail(f"{where}.target", f"length {length} is not the data's ({len(out['data'])} bytes): "
                                       "give the buffer and offset only, or the data's length")
+        out["target"] = (name, offset, len(out["data"]))
     elif kind == "dispatch":
         out["entry"] = c.str(d.get("entry"), f"{where}.entry")
         wg = d.get("workgroups", [1, 1, 1])

@@ -288,21 +288,16 @@ class StreamExecution:
         self._completing = sems = set()
         try:
             op = action.op
-            if error is None and self._sticky is not None:
-                # [H] deferred_work_queue.c process_completion: each callback gets the queue's status;
-                # once it is sticky an action the device ran fails its signals with it (a host call's
-                # function is not called).
-                error = self._sticky.clone()
-                if op.kind == "host_call":
-                    op.start_t = op.end_t = self.env.now
-                    self.recorder.op_done(op, error)
-            if error is None and should_signal and op.kind != "host_call":  # the usual case, inlined
+            # [H] deferred_work_queue.c process_completion: each callback gets the queue's status; once
+            # it is sticky an action the device ran fails its signals with it
+            sticky = self._sticky.clone() if error is None and self._sticky is not None else None
+            if error is None and sticky is None and should_signal and op.kind != "host_call":  # the usual case
                 refused = signal_all(self, op)
                 if refused is not None:
                     self._set_sticky(refused)
                 self._cleanup(action)
             else:
-                self._callback(action, error, should_signal)
+                self._callback(action, error, should_signal, sticky)
         finally:
             self._completing = None
             waiting = self._callback_waiting
@@ -313,20 +308,28 @@ class StreamExecution:
         if sems:
             self._scan(sems)
 
-    def _callback(self, action: Action, error: HalError | None, should_signal: bool) -> None:
+    def _callback(self, action: Action, error: HalError | None, should_signal: bool,
+                  sticky: HalError | None = None) -> None:
+        """``sticky``: the queue's status, which fails the signals of an action the device ran (a host
+        call's function is then not called)."""
         op = action.op
         device_error = error is not None and op.wait_error is None
         if op.kind == "host_call" and error is None:
-            previous, self._host_call_op = self._host_call_op, op
-            try:
-                should_signal = self._faulted_body(op)
-            except HalError as e:
-                error = e
-            finally:
-                self._host_call_op = previous
-                self.threads.user_code_ran()
+            if sticky is None:
+                previous, self._host_call_op = self._host_call_op, op
+                try:
+                    should_signal = self._faulted_body(op)
+                except HalError as e:
+                    error = e
+                finally:
+                    self._host_call_op = previous
+                    self.threads.user_code_ran()
+            else:
+                error = sticky
             op.end_t = self.env.now
             self.recorder.op_done(op, error)
+        elif sticky is not None:
+            error = sticky
         if error is not None:
             fail_all(self, op, error)
             if device_error or op.wait_error is not None:
@@ -347,7 +350,7 @@ class StreamExecution:
         destroyed = 0
         all_recorded = self._recorded
         for event in action.signal_events:
-            recorded = all_recorded.get(event.sem)  # (None, or without it: its issue had not ended)
+            recorded = all_recorded.get(event.sem)  # (None only for an action failed before its issue)
             if recorded is not None and recorded.remove(event) and not recorded.values:
                 del all_recorded[event.sem]
             destroyed += self._unref(event)

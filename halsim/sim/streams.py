@@ -75,6 +75,12 @@ class StreamDevice(StreamExecution, SimDevice):
     callback_track = "callback stream"
     inline_issue = False          # the submitting thread issues what its queue call made ready
 
+    @property
+    def waits_in_list_order(self) -> bool:
+        """IREE's ``issue()`` with pending actions: the first unresolved wait blocks the action (the
+        deadlock report's wording); OpenCL's user events leave no op pending on an unmet wait."""
+        return self.wait_policy == "pending"
+
     def __init__(self, uri: str, options: dict | None = None):
         super().__init__(uri, options)
         capacity = self.options.get("event_pool_capacity")
@@ -404,7 +410,7 @@ class StreamDevice(StreamExecution, SimDevice):
         self.trace.emit_record(("issue", self.env._now, action.op.id, action.issue_start, self._worker_track,
                                 len(events), producer_ids(events)))
         all_recorded, since_scan = self._recorded, self._recorded_since_scan
-        for event in action.signal_events:  # () when the op already completed and was cleaned up
+        for event in action.signal_events:  # (its completion comes after: not before the issue ended)
             sem_id = event.sem
             recorded = all_recorded.get(sem_id)
             if recorded is None:

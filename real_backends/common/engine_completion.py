@@ -239,28 +239,28 @@ class Completion:
         # is sticky an action the device ran fails its signals with it (a host call's function is not
         # called), as the model does (halsim.sim.stream_gpu)
         sticky = self._status.clone() if error is None and self._status is not None else None
-        if sticky is not None and op.kind == "host_call":
-            error = sticky
         should_signal = error is None
-        if error is None and op.kind in HOST_COMPLETED:
+        if error is None and op.kind in HOST_COMPLETED and not (sticky is not None and op.kind == "host_call"):
             try:
                 should_signal = run_body(device, op, op.track, device.now)
             except HalError as e:
                 error = e
             if op.kind == "host_call":  # the function's run; a decommit is its own trace event
                 op.end_t = device.now()
-        device.recorder.op_done(op, error)
         if op.kind == "dealloca" and error is None:
             self.adapter.forget(op.buffer)
+        if sticky is not None and error is None:  # (no API error: nothing to park)
+            device.recorder.op_done(op, sticky if op.kind == "host_call" else None)
+            fail_all(device, op, sticky)
+            self._cleanup(action)
+            return
+        device.recorder.op_done(op, error)
         if error is not None:
             if action.native or action.last is not None:  # issued: the API may point at its commands
                 self.adapter.park(action)
             if device_error or op.wait_error is not None:
                 self._set_status(error)
             fail_all(device, op, error)
-        elif sticky is not None:
-            if should_signal:
-                fail_all(device, op, sticky)
         elif should_signal:
             # As IREE's completion callback: a refused signal (one timeline signalled by actions nothing
             # orders) fails the action's list, and the queue status becomes sticky.

@@ -3,7 +3,8 @@
 The engine of ``real_backends.common`` with :class:`~.adapter.CudaAdapter` (IREE's CUDA-v2 design,
 HAL_SEMANTICS §B.3); the simulator's model of it is ``sim:cuda``. Options: ``queues`` (dispatch streams,
 default 1), ``event_pool_capacity`` (pooled ``CUevent``\\ s, default 32 as IREE), ``ordinal`` (the CUDA
-device, default 0; or the URI's path, as IREE: ``cuda:1``, or the device's UUID as ``nvidia-smi -L`` lists it:
+device, default 0; or the URI's path, as IREE: ``cuda:1``, or the device's UUID as ``nvidia-smi -L`` lists it
+(a MIG instance's ``MIG-…`` UUID given after ``GPU-``, as IREE parses it):
 ``cuda:GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``) and ``graphs`` (reusable command buffers as
 ``CUgraph``\\ s, default True). Without the ``cuda`` extra, the NVIDIA driver or a GPU,
 ``create_device("cuda")`` raises UNAVAILABLE saying which, and ``query_available_devices()`` is empty.

@@ -140,8 +140,8 @@ def present_count() -> int:
 
 
 def device_uuid(ordinal: int) -> bytes:
-    """The 16 bytes of device ``ordinal``'s UUID (``cuDeviceGetUuid``: in MIG mode the compute instance's,
-    as ``nvidia-smi -L`` lists it)."""
+    """The 16 bytes of device ``ordinal``'s UUID (``cuDeviceGetUuid``; in MIG mode the MIG instance's,
+    which ``nvidia-smi -L`` prints as ``MIG-…``)."""
     cu = _cu()
     dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
     return bytes(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)

@@ -317,15 +317,13 @@ class Device:
         if isinstance(queue_affinity, bool) or not isinstance(queue_affinity, int) or \
                 not 0 <= queue_affinity <= QUEUE_AFFINITY_ANY:
             raise HalError(StatusCode.INVALID_ARGUMENT, f"queue_affinity must be a 64-bit mask, got {queue_affinity!r}")
-        usable = queue_affinity & ((1 << self.queue_count) - 1)
-        if usable:  # bit i is queue i: the lowest selected one
-            queue = (usable & -usable).bit_length() - 1
-        else:
-            # None of this device's queues (0, or bits beyond them): hashed onto them, never refused —
-            # IREE's drivers take any mask (local-task: queue_affinity % queue_count; HAL_SEMANTICS Q14:
-            # "single-queue devices treat every affinity identically"), so a program written for more
-            # queues runs on fewer. The lowest bit's index modulo the count; 0 is queue 0.
-            queue = ((queue_affinity & -queue_affinity).bit_length() - 1) % self.queue_count if queue_affinity else 0
+        # Bit i is queue i, the lowest selected bit wins; a mask selecting none of this device's queues
+        # (bits beyond them) is hashed onto them by that bit's index modulo the count, and 0 is queue 0:
+        # never refused, as IREE's drivers take any mask (HAL_SEMANTICS Q14: "single-queue devices
+        # treat every affinity identically"), so a program written for more queues runs on fewer.
+        # (Not local-task's own hash, the mask itself modulo the count: 0b110 on 2 queues is queue 1
+        # here, queue 0 there — bit i stays queue i.)
+        queue = ((queue_affinity & -queue_affinity).bit_length() - 1) % self.queue_count if queue_affinity else 0
         if type(queue_affinity) is int and len(self._queue_of) < 256:
             self._queue_of[queue_affinity] = queue
         return queue

@@ -16,18 +16,18 @@ class Payload:
 
 @pytest.mark.parametrize("report", ["where_threads", "leftover_threads"])
 def test_a_thread_report_keeps_no_frames(no_gc, report):
-    go, seen = threading.Event(), []
+    go, started, seen = threading.Event(), threading.Event(), []
 
     def body():
         payload = Payload()
         seen.append(weakref.ref(payload))
+        started.set()
         assert go.wait(10)
 
     before = set(threading.enumerate())
     t = threading.Thread(target=body, name="reported")
     t.start()
-    while not seen:
-        threading.Event().wait(0.001)
+    assert started.wait(10)
     lines = where_threads() if report == "where_threads" else leftover_threads(before, grace=0.0)
     assert any(line.startswith("thread 'reported': in ") for line in lines), lines
     go.set()

@@ -30,7 +30,7 @@ def test_a_timed_wait_that_times_out_lets_the_thread_go_on(uri):
 @pytest.mark.parametrize("uri", ["local-task", "sim", "sim:cuda"])
 def test_a_thread_whose_timed_wait_timed_out_still_releases_the_main_thread(uri):
     doc = {"semaphores": {"s": 0, "x": 0},
-           "host": [{"call": "wait", "wait": {"s": 1}}],
+           "host": [{"call": "wait", "wait": {"s": 1}, "timeout": 10}],
            "threads": [{"name": "w1", "steps": [{"call": "wait", "wait": {"x": 1}, "timeout": 0.001},
                                                 {"call": "signal", "semaphore": "s", "value": 1}]}]}
     r = run_schedule(parse_schedule(doc), uri)

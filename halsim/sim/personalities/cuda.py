@@ -44,7 +44,6 @@ class CudaDevice(StreamDevice):
     capabilities = CAPABILITIES
     extra_options = {"event_pool_capacity": 32}
     wait_policy = "pending"
-    waits_in_list_order = True  # (IREE's issue(): the first unresolved wait blocks the action)
     max_wait_events = MAX_WAIT_EVENTS
     event_name = "cuda_event"
     stream_name = "dispatch stream"
