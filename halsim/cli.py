@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -28,7 +27,7 @@ from reference.trace.atomic import output_problem, same_file_problem
 
 from .deadline import (EXIT_TIMEOUT, ProgramExit, ProgramTimeout, call_program, exit_now, leftover_threads,
                        run_with_timeout, timeout_problem)
-from .programs import function_problem, program_imports, split_program
+from .programs import ProgramError, load_function, program_imports, split_program
 from .pipeline import demo_pipeline, metal_demo, summarize
 from .trace_tools import cli as trace_cli
 from .checks import cli as check_cli
@@ -175,21 +174,15 @@ def load_program(spec: str, fresh: bool = False):
 def _load_function(path: str, func: str):
     """Run the module at ``path`` and return its function ``func``, called in the program's folder."""
     own: dict = {}  # the modules the program imports from its folder: the same ones when it runs
-    module_spec = importlib.util.spec_from_file_location("_halsim_program", path)
-    module = importlib.util.module_from_spec(module_spec)
     try:
-        with program_imports(path, own):
-            module_spec.loader.exec_module(module)
-    except SystemExit as e:
-        raise UsageError(f"program {path!r} failed to load: it called sys.exit({e.code!r}) on import") from None
-    except Exception as e:  # noqa: BLE001 - any error in the user's file is bad input here
-        raise UsageError(f"program {path!r} failed to load: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func, None)
-    if not callable(fn):
-        raise UsageError(f"program {path!r} has no function {func!r}")
-    problem = function_problem(fn, func)
-    if problem:
-        raise UsageError(f"program {path!r}: {problem}")
+        with open(path, "rb") as f:  # (bytes: compile() reads the file's coding line)
+            source = f.read()
+    except OSError as e:
+        raise UsageError(f"program {path!r}: cannot read: {e.strerror or e}") from None
+    try:
+        fn = load_function(source, path, func, own)
+    except ProgramError as e:
+        raise UsageError(f"program {e}") from None
 
     def program(dev):
         with program_imports(path, own):

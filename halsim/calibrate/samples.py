@@ -14,7 +14,7 @@ causal host clock.
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import Iterable
 
 from reference.trace import Trace
@@ -188,12 +188,48 @@ def _launch_ready(op: dict, issue: dict, queue_end, signals: dict, ok: dict):
     return ready, by, before["device"], before["host"]
 
 
-def _device_full(held, spans, t, queue, most: int) -> bool:
+def _device_full(held: dict, spans: dict, t, queue, most: int) -> bool:
     """Whether ``most`` other queues held an op at ``t`` (taken its slot, not ended): the device ran
-    no more queues at once in the trace, so the op had to wait for one of them."""
-    holding = {q for a, e, q in held if a <= t < e} | {q for a, e, q in spans if a <= t < e}
-    holding.discard(queue)
+    no more queues at once in the trace, so the op had to wait for one of them. ``held`` and
+    ``spans``: :func:`_hold` of the launched ops' (slot taken, end) and every timed op's (start, end)."""
+    holding = {q for by_queue in (held, spans) for q, hold in by_queue.items()
+               if q != queue and _holds(hold, t)}
     return len(holding) >= most
+
+
+def _hold(by_queue: dict, a, e, q) -> None:
+    """Add ``[a, e)`` to queue ``q``'s holds: (starts, sorted; ends; the latest end up to each), so
+    whether one holds ``t`` is one bisection (:func:`_holds`), not a scan. A queue's holds come in
+    start order (its spans sorted by start; a slot is taken no earlier than the queue's last end), so
+    this appends; the insertion is for a trace that breaks that."""
+    if a >= e:
+        return  # (empty: holds no time)
+    starts, ends, reach = by_queue.setdefault(q, ([], [], []))
+    k = bisect_right(starts, a)
+    starts.insert(k, a)
+    ends.insert(k, e)
+    reach[k:] = []
+    for j in range(k, len(ends)):
+        reach.append(max(ends[j], reach[-1]) if reach else ends[j])
+
+
+def _holds(hold, t) -> bool:
+    """Whether one of a queue's holds (:func:`_hold`) started at or before ``t`` and ends after it."""
+    starts, _ends, reach = hold
+    k = bisect_right(starts, t)
+    return k > 0 and reach[k - 1] > t
+
+
+def _first_freed(by_end, ends, ready, start, queue, handed: set):
+    """(end, index) of the first span of another queue ending in (``ready``, ``start``] whose slot no
+    op took yet, or None. ``by_end``: the spans' (end, index, queue), sorted; ``ends``: their ends."""
+    for k in range(bisect_right(ends, ready), len(by_end)):
+        e, i, q = by_end[k]
+        if e > start:
+            return None
+        if q != queue and i not in handed:
+            return e, i
+    return None
 
 
 def trace_samples(trace) -> Samples:
@@ -275,8 +311,13 @@ def trace_samples(trace) -> Samples:
     queues_used = len({q for _s, _e, q in spans})
     most = _most_queues_at_once(spans)
     contended = queues_used > 1 and most < queues_used  # fewer queues ran at once than were used
-    held: list = []  # (slot taken, end, queue) of the ops launched so far
+    held: dict = {}  # (slot taken, end) of the ops launched so far, by queue (_hold)
     handed: set = set()  # the spans whose end handed its slot to a waiting op
+    queue_spans: dict = {}
+    for a, e, q in spans:
+        _hold(queue_spans, a, e, q)
+    by_end = sorted((e, i, q) for i, (_a, e, q) in enumerate(spans))
+    ends = [e for e, _i, _q in by_end]
 
     # Launch: start − when the op could start.
     last_end: dict = {}
@@ -285,17 +326,16 @@ def trace_samples(trace) -> Samples:
         op = ok[op_id]
         ready, by, device_before, host_before = _launch_ready(op, issues[op_id], last_end.get(op.get("queue")),
                                                               signals, ok)
-        if contended and _device_full(held, spans, ready, op.get("queue"), most):
+        if contended and _device_full(held, queue_spans, ready, op.get("queue"), most):
             # every slot was taken when the op could start: it waited for another queue's op to end,
             # the first one after it was ready whose slot no other op took (first come, first served)
-            freed = [(e, i) for i, (_st, e, q) in enumerate(spans)
-                     if q != op.get("queue") and ready < e <= op["start"] and i not in handed]
+            freed = _first_freed(by_end, ends, ready, op["start"], op.get("queue"), handed)
             if freed:
-                busy, i = min(freed)
+                busy, i = freed
                 handed.add(i)
                 ready, by = busy, "device"
                 waited += 1
-        held.append((ready, op["end"], op.get("queue")))
+        _hold(held, ready, op["end"], op.get("queue"))
         # "device": the op waited for a device predecessor (in-order queue, a wait event, another
         # queue's op when every slot was taken); "issue" and "host": for its issue or a host signal (a
         # user event). x: 1, and for "issue" the op's signal count and how long before the issue end

@@ -65,15 +65,16 @@ from .sweep_spec import (DEFAULT_METRICS, METRICS, Spec, compile_program, load_s
 _PY_CACHE: dict = {}  # (file, source hash) → the compiled module
 
 
-def _python_fn(payload):
+def _python_fn(payload, own: dict):
     """The program's function from a fresh run of its module: state at module level (a seeded
     ``random.Random``, a counter) starts over at every point, as in ``halsim run``, so a row does not
-    depend on which points its worker ran before (only the compiled code is kept)."""
+    depend on which points its worker ran before (only the compiled code is kept). ``own``: the
+    modules it imports from its folder (:func:`~halsim.programs.program_imports`)."""
     key = (payload["file"], hash(payload["source"]))
     code = _PY_CACHE.get(key)
     if code is None:
         code = _PY_CACHE[key] = compile_program(payload["source"], payload["file"])
-    return program_function(code, payload["file"], payload["func"])
+    return program_function(code, payload["file"], payload["func"], own)
 
 
 def split_params(params: dict):
@@ -161,8 +162,10 @@ def run_program(payload: dict, params: dict):
     errors = []
     from halsim.deadline import call_program
     try:
-        with program_imports(payload["file"]):  # (it imports the modules beside it, as in halsim run)
-            call_program(_python_fn(payload), dev)  # (sys.exit(0): the program ended; sys.exit(N): a failed row)
+        own: dict = {}  # (the modules beside it, loaded in the module's window: the same ones when it runs)
+        fn = _python_fn(payload, own)
+        with program_imports(payload["file"], own):  # (it imports the modules beside it, as in halsim run)
+            call_program(fn, dev)  # (sys.exit(0): the program ended; sys.exit(N): a failed row)
     except hal.HalError as e:
         errors.append(StepError("main", payload["func"], "program", int(e.code), e.message,
                                 deadlock=isinstance(e, DeadlockError)))

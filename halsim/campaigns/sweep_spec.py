@@ -20,7 +20,8 @@ import tomllib
 
 from reference.trace.atomic import NESTED_TOO_DEEPLY, input_problem
 
-from ..programs import function_problem, program_imports, split_program
+from .. import programs
+from ..programs import split_program
 from .executor import CampaignError
 from .generate import KNOBS, knob_problem
 
@@ -75,26 +76,21 @@ def load_spec(path: str) -> Spec:
 
 
 def compile_program(source: bytes, file: str):
-    """The code of a Python program's bytes (a PEP 263 coding line is honoured, as by ``halsim run``);
-    :class:`CampaignError` for a file that is not Python (a syntax error, bytes not in its encoding)."""
+    """:func:`halsim.programs.compile_program`, its error a :class:`CampaignError` (a sweep worker
+    compiles once and runs the code afresh at every point)."""
     try:
-        return compile(source, file, "exec")
-    except (SyntaxError, ValueError) as e:
-        raise CampaignError(f"{file!r} failed to load: {type(e).__name__}: {e}") from None
+        return programs.compile_program(source, file)
+    except programs.ProgramError as e:
+        raise CampaignError(str(e)) from None
 
 
-def program_function(code, file: str, func: str):
-    """``func`` of a fresh run of the module ``code`` (module-level state starts over each time);
-    :class:`CampaignError` when the module calls ``sys.exit`` or has no such function."""
-    ns = {"__name__": "_halsim_sweep_program", "__file__": file}
+def program_function(code, file: str, func: str, own: dict | None = None):
+    """``func`` of a fresh run of the module ``code`` (module-level state starts over each time):
+    :func:`halsim.programs.load_function`, its error a :class:`CampaignError`."""
     try:
-        exec(code, ns)  # noqa: S102 - the user's own program
-    except SystemExit as e:
-        raise CampaignError(f"{file} called sys.exit({e.code!r}) on import") from None
-    fn = ns.get(func)
-    if not callable(fn):
-        raise CampaignError(f"{file} has no function {func!r}")
-    return fn
+        return programs.load_function(code, file, func, own)
+    except programs.ProgramError as e:
+        raise CampaignError(str(e)) from None
 
 
 def _check_program(where: str, source: bytes, file: str, func: str) -> None:
@@ -102,15 +98,9 @@ def _check_program(where: str, source: bytes, file: str, func: str) -> None:
     an error on import, no such function, one that does not take the device) is a spec error (exit 2),
     not a sweep of failed rows."""
     try:
-        with program_imports(file):  # (the modules beside it importable, as in halsim run)
-            fn = program_function(compile_program(source, file), file, func)
-    except CampaignError as e:
+        programs.load_function(source, file, func)
+    except programs.ProgramError as e:
         raise CampaignError(f"{where}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - any error in the user's module is bad input here
-        raise CampaignError(f"{where}: {file!r} failed to load: {type(e).__name__}: {e}") from None
-    problem = function_problem(fn, func)  # (the rule halsim run applies: one argument, a plain def)
-    if problem:
-        raise CampaignError(f"{where}: {file!r}: {problem}")
 
 
 def _shown(v) -> str:

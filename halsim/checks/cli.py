@@ -230,7 +230,7 @@ def cmd_check(args) -> int:
                 trace, notes, extra, timed_out = e.trace, e.notes, [], True
             try:
                 report = check_trace(trace if bar is None else _Counted(trace, bar, f"checking {args.target}"),
-                                     args.rules)
+                                     sorted(wanted))  # (the ids --rules resolved to above)
             except ValueError as e:  # (a trace read lazily may turn out malformed here)
                 raise _BadInput(str(e)) from None
     except _BadInput as e:

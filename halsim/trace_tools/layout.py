@@ -39,11 +39,12 @@ _TOP_LEVEL = frozenset({"op", "host_wait"})
 INSTANTS = frozenset({"host_signal", "host_handoff"})
 
 
-def _closes(item: Item, top: int, top_is_op: bool) -> bool:
-    """Whether an open span ending at ``top`` stays open for ``item``: a zero-length command at its
-    operation's end instant still belongs inside it (spans are half-open, but such a command, e.g. a
-    final barrier, ran at the last instant of its operation)."""
-    return top_is_op and top == item.start and item.start == item.end and item.cat == "cmd"
+def _stays_open(item: Item, outermost: Item) -> bool:
+    """Whether a lane's outermost open span, ending at ``item``'s start, stays open for ``item``: a
+    zero-length command at its operation's end instant still belongs inside it (spans are half-open,
+    but such a command, e.g. a final barrier, ran at the last instant of its operation)."""
+    return (outermost.cat == "op" and outermost.end == item.start and item.start == item.end
+            and item.cat == "cmd")
 
 
 _LATEST = 1 << 64  # later than any time: sorts a closing command first
@@ -72,8 +73,7 @@ def assign_lanes(items: list[Item], prefer=None, owner=None) -> list[list[Item]]
     ref of a command (so a zero-length command at its operation's end nests under it)."""
     items = sorted(items, key=_sort_key(items, owner))
     lanes: list[list[Item]] = []
-    stacks: list[list[int]] = []  # per lane: the ends of its open spans
-    bottom_op: list[bool] = []  # per lane: whether its outermost open span is an operation
+    stacks: list[list[Item]] = []  # per lane: its open spans
     placed: dict = {}
     for item in items:
         end = item.end if item.end >= item.start else item.start
@@ -85,19 +85,17 @@ def assign_lanes(items: list[Item], prefer=None, owner=None) -> list[list[Item]]
                 order = [first, *(k for k in range(len(lanes)) if k != first)]
         for k in order:
             stack = stacks[k]
-            while stack and stack[-1] <= item.start and not (len(stack) == 1 and _closes(item, stack[0], bottom_op[k])):
+            while stack and stack[-1].end <= item.start and not (len(stack) == 1 and _stays_open(item, stack[0])):
                 stack.pop()
-            if not stack or (stack[-1] >= end and not top_level):
+            if not stack or (stack[-1].end >= end and not top_level):
                 break
         else:
             k = len(lanes)
             lanes.append([])
             stacks.append([])
-            bottom_op.append(False)
-        if not stacks[k]:
-            bottom_op[k] = item.cat == "op"
-        stacks[k].append(end)
-        lanes[k].append(item if end == item.end else item._replace(end=end))
+        placed_item = item if end == item.end else item._replace(end=end)
+        stacks[k].append(placed_item)
+        lanes[k].append(placed_item)
         if item.cat == "op":
             placed[item.ref] = k
     return lanes
@@ -108,8 +106,7 @@ def nest_events(lane: list[Item]) -> Iterator[tuple[int, str, Item]]:
     balanced: instants (zero-length host signals) are ``I``."""
     stack: list[Item] = []
     for item in lane:
-        while stack and stack[-1].end <= item.start and not (
-                len(stack) == 1 and _closes(item, stack[0].end, stack[0].cat == "op")):
+        while stack and stack[-1].end <= item.start and not (len(stack) == 1 and _stays_open(item, stack[0])):
             top = stack.pop()
             yield top.end, "E", top
         if item.cat in INSTANTS:

@@ -21,8 +21,7 @@ import itertools
 import os
 from dataclasses import dataclass, field
 
-from reference.trace import Trace, TraceFormatError
-from reference.trace.atomic import input_problem
+from reference.trace import Trace
 
 #: Device personalities whose queues run their operations in submission order.
 IN_ORDER_PERSONALITIES = frozenset({"metal", "cuda", "opencl"})
@@ -56,14 +55,11 @@ TICK = 50_000
 
 
 def load(path: str | os.PathLike, validate: bool = False, progress=None) -> Trace:
-    """``Trace.load`` with a missing file, a folder or a pipe reported as a :class:`TraceFormatError` too
-    (a trace is read more than once: a pipe must be saved to a file first). ``validate``: also check every
+    """``Trace.load`` (a missing file, a folder or a pipe: a :class:`TraceFormatError` naming it; a trace
+    is read more than once, so a pipe must be saved to a file first). ``validate``: also check every
     event's basic shape (:func:`event_problem`) in the pass that reads the file. ``progress``: a
     :class:`halsim.campaigns.executor.Progress` shown ``reading PATH: N events`` during that pass."""
     path = os.fspath(path)
-    problem = input_problem(path)
-    if problem:
-        raise TraceFormatError(problem)
     check = event_problem if validate else None
     if progress is not None:
         progress.phase(f"reading {path}", unit="events")

@@ -290,9 +290,9 @@ class Trace:
 
 def _read_events(path: str):
     """(header, iterator of events) of a trace file; the iterator re-opens the file (so a pipe,
-    read once, cannot be a trace: it is refused by name)."""
+    read once, cannot be a trace: it is refused by name, as are a missing file and a folder)."""
     problem = input_problem(path)
-    if problem and os.path.exists(path):  # (a folder, a pipe; a missing file: "cannot read" below)
+    if problem:
         raise TraceFormatError(problem)
     try:
         with open(path, "r", encoding="utf-8") as f:

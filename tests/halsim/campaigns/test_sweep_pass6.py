@@ -15,9 +15,8 @@ import pytest
 from halsim.campaigns import fuzz
 from halsim.campaigns.sweep import read_results
 from halsim.cli import main
+from reference.trace.atomic import NESTED_TOO_DEEPLY  # (its wording: tests/reference/test_atomic_pass6.py)
 from tests.conftest import ROOT
-
-NESTED_TOO_DEEPLY = "nested too deeply (thousands of levels of lists or objects)"  # (what the readers say)
 
 
 def write(tmp_path, text, name="spec.toml"):
@@ -60,10 +59,10 @@ def test_jobs_2_ends_although_the_program_leaves_a_thread_waiting(tmp_path):
 
 @pytest.mark.parametrize("program, problem", [
     ("syntax.py", "'{d}/syntax.py' failed to load: SyntaxError: '(' was never closed (syntax.py, line 1)"),
-    ("prog.py:nope", "{d}/prog.py has no function 'nope'"),
+    ("prog.py:nope", "'{d}/prog.py' has no function 'nope'"),
     ("prog.py:two", "'{d}/prog.py': two(a, b) must take one argument, the device (e.g. def two(dev): ...)"),
     ("raises.py", "'{d}/raises.py' failed to load: ZeroDivisionError: division by zero"),
-    ("exits.py", "{d}/exits.py called sys.exit(3) on import"),
+    ("exits.py", "'{d}/exits.py' failed to load: it called sys.exit(3) on import"),
 ])
 def test_a_program_that_cannot_load_is_a_spec_error(tmp_path, capsys, program, problem):
     (tmp_path / "syntax.py").write_text("def main(dev:\n")

@@ -15,9 +15,9 @@ import pytest
 from halsim.cli import main
 from halsim.schedule import ScheduleError, load_schedule
 from reference import hal
+from reference.trace.atomic import NESTED_TOO_DEEPLY  # (its wording: tests/reference/test_atomic_pass6.py)
 
 DEEP = "[" * 100_000 + "]" * 100_000
-NESTED_TOO_DEEPLY = "nested too deeply (thousands of levels of lists or objects)"  # (what the readers say)
 
 
 # -- --findings entries --------------------------------------------------------------------------------
