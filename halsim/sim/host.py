@@ -131,7 +131,7 @@ class HostThreads(PythonWaits):
             ht = self.current()
         if threading.active_count() != self.turns.solo:  # (the gate's own first test, inlined: every call)
             self.turns.gate(ht)
-        ht.active_at = monotonic()
+        ht.active_at = self._acted = monotonic()
         if ht.frozen is not None:  # back from a Python wait (its clock stood still, the gate too)
             self.thaw(ht)
         ht.lag += ns
@@ -363,15 +363,14 @@ class HostThreads(PythonWaits):
     def candidates(self):
         """ACTIVE if some candidate thread may still call the device soon; else the virtual time from
         which no deadline may expire yet: STALLED if some running one made no device call for STALL_S
-        (computing, or in a wait not recognised), ALL_BLOCKED if none holds any back. A running
-        thread in a wait it cannot leave by itself (:mod:`.host_waits`) counts as blocked — but a
-        Python primitive's wait only while no thread the simulator does not hold is running (nor in
-        a wait with a real-time timeout), since any of them might wake it, or once it has waited so
-        for GRACE_S of real time: an outside thread never holds virtual time back for ever. One in a
-        wait with a real-time timeout is blocked until that wait's end in virtual time
-        (:meth:`_timed_until`): deadlines before it may expire; it holds back the later ones (and
-        deadlock reports), since it may act when its wait ends. An outside thread in such a wait
-        itself holds nothing back."""
+        (computing, or in a wait not recognised), ALL_BLOCKED if none holds any back. A running thread
+        in a wait it cannot leave by itself (:mod:`.host_waits`) counts as blocked — but a Python
+        primitive's wait only while no thread the simulator does not hold is running (nor in a timed
+        wait), since any of them might wake it, or once it has waited so for GRACE_S of real time. One
+        in a wait with a real-time timeout is blocked until that wait's end in virtual time
+        (:meth:`_timed_until`): earlier deadlines may expire; it holds back the later ones (and
+        deadlock reports). One in a wait in C the program's last action may have ended counts as
+        stalled for LOCK_SETTLE_S (:meth:`_woken_in_c`). An outside thread that waits holds nothing back."""
         now = time.monotonic()
         stalled = host_waits = False
         timed = INF
@@ -383,6 +382,9 @@ class HostThreads(PythonWaits):
                 quiet = self._quiet(ht.thread, frames, set())
                 if quiet is not None:
                     self._waiting(ht)
+                    if self._woken_in_c(ht.thread, frames, now):  # (or woken by what the program just did)
+                        stalled = True
+                        continue
                     # Waiting in a Python primitive (Queue.get...): an outside thread may still wake
                     # it — for GRACE_S after its last device call or wake-up, then it counts as blocked.
                     if quiet == TIMED:
@@ -401,11 +403,10 @@ class HostThreads(PythonWaits):
                     return ACTIVE
                 stalled = True
         # Threads the simulator does not hold: one started after the device that has not called it
-        # yet may be about to (for GRACE_S), unless it waits as above; and any that does not wait
-        # so might wake a host thread waiting in a Python primitive (see above). One that waits in
-        # a primitive itself holds nothing back: what it waits for is not the device's business.
-        # (It used to count as a host thread's wait, so that an idle logging QueueListener plus a
-        # thread ticking in time.sleep kept every deadline from expiring, for ever.)
+        # yet may be about to (for GRACE_S), unless it waits as above; and any that does not wait so
+        # might wake a host thread waiting in a Python primitive (see above). (One that waits in a
+        # primitive used to count as a host thread's wait: beside an idle logging QueueListener and a
+        # thread ticking in time.sleep no deadline ever expired.)
         me = current_thread()
         outside_busy = False
         for t in threading.enumerate():
@@ -418,6 +419,7 @@ class HostThreads(PythonWaits):
                 if t not in self._known and now - self._first_seen.setdefault(t, now) < GRACE_S:
                     return ACTIVE
                 outside_busy = True
+            stalled = stalled or self._woken_in_c(t, frames, now)
         if host_waits and outside_busy:
             stalled = True
         if len(self._first_seen) > 64:
@@ -445,7 +447,7 @@ class HostThreads(PythonWaits):
 
     def user_code_ran(self) -> None:
         """The simulator ran host code (a host call): it may have started threads or changed state."""
-        self._user_code = True
+        self._user_code, self._acted = True, time.monotonic()
 
     def _drive(self, hold) -> None:
         """Step the simulation until some blocked call is released (lock held, no active thread).

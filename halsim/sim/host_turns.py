@@ -7,8 +7,8 @@ thread still running, would be up to the OS. So every device call (and every ret
 blocking one) of a host thread passes a *gate* (:meth:`Turns.gate`): it goes on only when every
 other live host thread is *settled* — blocked in a device call, in a Python wait it cannot leave by
 itself (:mod:`.host_waits`: a join, a ``Queue.get``..., timed or not), stalled (no device call for
-``STALL_S`` of real time: it may be computing, or blocked in a wait not recognised, such as a plain
-``Lock``) — or waiting at the gate too with a later ``(clock, index)``. The thread that ran last may
+``STALL_S`` of real time: it may be computing, or blocked in a wait not recognised, such as a socket
+read) — or waiting at the gate too with a later ``(clock, index)``. The thread that ran last may
 go on while it is less than :data:`TURN_NS` of virtual time ahead of the earliest one waiting (fewer
 switches; each costs a wake-up, ~50 µs here). A new thread counts as running until its first device
 call, for at most ``STALL_S`` too.

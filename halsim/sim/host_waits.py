@@ -18,12 +18,17 @@ primitives that only another thread can end. This module recognises those waits:
   watchdog) must not see its device deadlines expire first; so the simulator counts it as a virtual
   sleep of that timeout (:func:`timed_wait` gives the wait's identity and timeout): deadlines before
   its end may expire, later ones wait for the thread.
-Plain locks (``Lock.acquire()``, ``with lock:``) block in C with no frame of their own: a thread
-whose innermost frame sits at such an untimed acquire (read from its bytecode, :func:`lock_wait`) of a
-``Lock``/``RLock`` that is held — by another thread — and is seen there again :data:`LOCK_SETTLE_S`
-later counts as :data:`CONDITION` too (until 2026-11-25 it counted as stalled, so a timed wait beside
-it never expired: a thread waiting with a timeout while holding the lock another host thread needed
-hung for ever instead of timing out). ``SimpleQueue.get`` is not recognised.
+Waits in C have no frame of their own: a thread whose innermost frame sits at such a call (read from
+its bytecode, :func:`c_wait`) that blocks now — an untimed ``lock.acquire()``/``with lock:`` of a
+``Lock``/``RLock`` held by another thread, ``SimpleQueue.get()`` of an empty queue, ``os.read`` of an
+empty pipe — and is seen there again :data:`LOCK_SETTLE_S` later counts as :data:`CONDITION` too; one
+with a real-time timeout (``lock.acquire(timeout=1)``, ``sq.get(timeout=1)``) as :data:`TIMED`; one at
+such a call that would return now (the lock is free, an item is there), as :data:`WAKING`. (Until
+2026-11-25 these counted as stalled: a timed wait beside them never expired — a thread holding the lock
+another host thread needed, or with a worker idle in ``SimpleQueue.get()``, hung instead of timing out
+— and a consumer started before the device, woken through one, was not seen woken: the host's wait
+for what it signals raised DeadlockError.) A wait in C the program just ended — the lock given to the
+waiter, the byte read — looks the same until the thread takes the GIL back (:meth:`PythonWaits._woken_in_c`).
 
 >>> import threading
 >>> ev = threading.Event()
@@ -38,6 +43,10 @@ hung for ever instead of timing out). ``SimpleQueue.get`` is not recognised.
 from __future__ import annotations
 
 import dis
+import os
+import queue
+import select
+import stat
 import sys
 import threading
 from time import monotonic
@@ -124,8 +133,13 @@ def _in_thread_start(frame) -> bool:
 
 
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
-LOCK_SETTLE_S = 0.05  # real seconds a thread must stay at a held lock's acquire to count as waiting in it
+LOCK_SETTLE_S = 0.05  # real seconds a thread must stay at a blocking C call to count as waiting in it
 _INSTRUCTIONS: dict = {}  # code object → {offset: index}, its instructions
+_NONE = object()  # (a value that could not be read)
+_LOADS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_CONST")
+_ATTRS = ("LOAD_ATTR", "LOAD_METHOD")
+# The names of the calls c_wait knows: nothing of a call is evaluated unless its callee ends in one.
+_C_WAIT_NAMES = ("acquire", "__enter__", "get", "read")
 
 
 def _instructions(code):
@@ -138,67 +152,159 @@ def _instructions(code):
     return found
 
 
-def _loaded(frame, ins, end):
-    """The object the instructions ``ins[:end]`` leave on the stack top when they end in a plain load
-    (a local, cell or global name, then attributes: ``lock``, ``self._lock``); None otherwise."""
-    attrs = []
+def _operand(ins, end) -> int | None:
+    """Where the plain load that ``ins[:end]`` ends in starts — a constant, or a local, cell, global or
+    builtin name, then attributes (``lock``, ``self._lock``, ``os.read``) — or None if it is no such load."""
     i = end - 1
-    while i >= 0 and ins[i].opname == "LOAD_ATTR":
-        attrs.append(ins[i].argval)
+    while i >= 0 and ins[i].opname in _ATTRS:
         i -= 1
-    if i < 0:
-        return None
-    op, name = ins[i].opname, ins[i].argval
-    local = frame.f_locals
-    if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME") and name in local:
+    return i if i >= 0 and ins[i].opname in _LOADS else None
+
+
+def _value(frame, local: dict, ins, start: int, end: int):
+    """The value of the plain load ``ins[start:end]`` (:func:`_operand`) in ``frame``, or _NONE."""
+    op, name = ins[start].opname, ins[start].argval
+    if op == "LOAD_CONST":
+        obj = name
+    elif op != "LOAD_GLOBAL" and name in local:
         obj = local[name]
     elif op in ("LOAD_GLOBAL", "LOAD_NAME") and name in frame.f_globals:
         obj = frame.f_globals[name]
+    elif op in ("LOAD_GLOBAL", "LOAD_NAME") and name in frame.f_builtins:
+        obj = frame.f_builtins[name]
     else:
-        return None
-    for a in reversed(attrs):
+        return _NONE
+    for i in range(start + 1, end):
         try:
-            obj = getattr(obj, a)
+            obj = getattr(obj, ins[i].argval)
         except Exception:  # noqa: BLE001 - a property that raises: not a plain load
-            return None
+            return _NONE
     return obj
 
 
-def lock_wait(frame, ident: int | None = None):
-    """The ``Lock``/``RLock`` the thread whose innermost frame is ``frame`` (thread id ``ident``) is
-    blocked acquiring, untimed — the frame is at ``lock.acquire()`` (no arguments) or at the
-    ``with lock:`` that enters it, and the lock is held (an ``RLock`` by another thread) — or None;
-    None too in the simulator's and the reference HAL's own code (the device lock).
-    The frame may also have just acquired it (the thread has yet to get the GIL back to go on): a
-    caller sees it there again later before it counts it as waiting."""
-    if frame is None:
-        return None
-    module = frame.f_globals.get("__name__") or ""
-    if module.startswith(("halsim.", "reference.")):
-        return None  # the device's own lock (a thread about to enter a device call): never the program's
+def _call_at(frame) -> tuple | None:
+    """``(function, args, kwargs)`` of the call ``frame`` is in: its instruction is a ``CALL`` whose
+    callee (named in _C_WAIT_NAMES) and arguments are all plain loads (:func:`_operand`), or the
+    ``BEFORE_WITH`` that enters a plain load's context (``(obj.__enter__, (), {})``); None otherwise."""
     try:
         index, ins = _instructions(frame.f_code)
     except Exception:  # noqa: BLE001 - no bytecode to read
         return None
     n = index.get(frame.f_lasti)
-    if n is None:
+    if n is not None and ins[n].opname == "PRECALL" and n + 1 < len(ins) and ins[n + 1].opname == "CALL":
+        n += 1  # (3.11's specialized PRECALL of a builtin makes the call itself: a warm frame waits there)
+    if n is None or ins[n].opname not in ("CALL", "BEFORE_WITH"):
         return None
-    op = ins[n].opname
-    if op == "BEFORE_WITH":
-        lock = _loaded(frame, ins, n)
-    elif op == "CALL" and ins[n].arg == 0 and n >= 2:
-        k = n - 2 if ins[n - 1].opname == "PRECALL" else n - 1  # (3.11 has PRECALL; 3.12 does not)
-        if ins[k].opname not in ("LOAD_METHOD", "LOAD_ATTR") or ins[k].argval not in ("acquire", "__enter__"):
+    k, names = n - 1, ()
+    if ins[n].opname == "CALL":
+        if k >= 0 and ins[k].opname == "PRECALL":  # (3.11 has PRECALL; 3.12 does not)
+            k -= 1
+        if k >= 0 and ins[k].opname == "KW_NAMES":
+            names = frame.f_code.co_consts[ins[k].arg]
+            k -= 1
+    spans, end = [], k + 1
+    for _ in range((ins[n].arg or 0) + 1 if ins[n].opname == "CALL" else 1):  # arguments, last first; callee
+        start = _operand(ins, end)
+        if start is None:
             return None
-        lock = _loaded(frame, ins, k)
+        spans.append((start, end))
+        end = start
+    if ins[n].opname == "CALL" and ins[spans[-1][1] - 1].argval not in _C_WAIT_NAMES:
+        return None
+    if any(getattr(ins[j], "is_jump_target", False) for j in range(end + 1, n + 1)):
+        return None  # (``(a or b).get()``: the load before the call may not be what is called)
+    local = frame.f_locals
+    fn, *args = (_value(frame, local, ins, s, e) for s, e in reversed(spans))
+    if fn is _NONE or any(a is _NONE for a in args):  # (not `in`: it would call the arguments' __eq__)
+        return None
+    if ins[n].opname == "BEFORE_WITH":
+        return getattr(fn, "__enter__", None), (), {}
+    split = len(args) - len(names)
+    return fn, tuple(args[:split]), dict(zip(names, args[split:]))
+
+
+def _bind(args: tuple, kwargs: dict, params: tuple, defaults: tuple) -> tuple | None:
+    """The values of ``params`` in a call with ``args`` and ``kwargs`` (``defaults`` for the rest);
+    None if the call does not fit them."""
+    if len(args) > len(params) or any(k not in params for k in kwargs):
+        return None
+    bound = dict(zip(params, defaults))
+    bound.update(zip(params, args))
+    bound.update(kwargs)
+    return tuple(bound[p] for p in params)
+
+
+def _wait_timeout(block, timeout, untimed):
+    """The timeout of a blocking call's wait: None if untimed (``timeout`` is ``untimed``, or below 0 for a
+    lock), its seconds if timed, _NONE if it does not wait (non-blocking, no time, or not a number)."""
+    if not block:
+        return _NONE
+    if timeout is untimed or (untimed == -1 and isinstance(timeout, (int, float)) and timeout < 0):
+        return None
+    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else _NONE
+
+
+def _lock_held(lock, ident) -> bool:
+    """Whether ``lock`` (a Lock/RLock) is held — an RLock by a thread other than ``ident``."""
+    if isinstance(lock, _LOCKS[0]):
+        return lock.locked()
+    owner = repr(lock).partition("owner=")[2].partition(" ")[0]  # (_thread.RLock has no locked())
+    return owner not in ("", "0") and owner != str(ident)
+
+
+def _pipe_empty(fd) -> bool | None:
+    """Whether ``os.read(fd)`` waits: ``fd`` is a pipe, in blocking mode, with nothing to read (nor its
+    writers gone); None if it is no such pipe."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) or not os.get_blocking(fd):
+            return None
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            return not p.poll(0)
+        return not select.select([fd], [], [], 0)[0]
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
+
+
+def c_wait(frame, ident: int | None = None) -> tuple[str, float | None] | None:
+    """What the thread whose innermost frame is ``frame`` (thread id ``ident``) waits for in C — where it
+    has no frame of its own — read from the call its frame is at (its bytecode): ``(CONDITION, None)``
+    at an untimed wait that blocks now — ``lock.acquire()`` or ``with lock:`` of a held ``Lock``/``RLock``
+    (an ``RLock`` held by another thread), ``SimpleQueue.get()`` of an empty queue, ``os.read`` of an
+    empty pipe; ``(TIMED, s)`` at one with a real-time timeout of ``s`` seconds
+    (``lock.acquire(timeout=s)``, ``sq.get(timeout=s)``); ``(WAKING, None)`` at one of these calls that
+    would return now (the lock is free, an item or data is there: it was woken, or is returning); None
+    otherwise, and in the simulator's and the reference HAL's own code (the device lock).
+    The frame may also have just got what it waited for (the thread has yet to take the GIL back to go
+    on): a caller sees it there again later before it counts it as waiting."""
+    if frame is None:
+        return None
+    module = frame.f_globals.get("__name__") or ""
+    if module.startswith(("halsim.", "reference.")):
+        return None  # the device's own lock (a thread about to enter a device call): never the program's
+    call = _call_at(frame)
+    if call is None:
+        return None
+    fn, args, kwargs = call
+    target, name = getattr(fn, "__self__", None), getattr(fn, "__name__", None)
+    if isinstance(target, _LOCKS) and name in ("acquire", "__enter__"):
+        params = _bind(args, kwargs, ("blocking", "timeout"), (True, -1))
+        timeout = _NONE if params is None else _wait_timeout(params[0], params[1], -1)
+        waits = _lock_held(target, ident)
+    elif isinstance(target, queue.SimpleQueue) and name == "get":
+        params = _bind(args, kwargs, ("block", "timeout"), (True, None))
+        timeout = _NONE if params is None else _wait_timeout(params[0], params[1], None)
+        waits = target.empty()
+    elif fn is os.read and len(args) == 2 and not kwargs:
+        timeout, waits = None, _pipe_empty(args[0])
     else:
         return None
-    if not isinstance(lock, _LOCKS):
+    if timeout is _NONE or waits is None:
         return None
-    if isinstance(lock, _LOCKS[0]):
-        return lock if lock.locked() else None
-    owner = repr(lock).partition("owner=")[2].partition(" ")[0]  # (_thread.RLock has no locked())
-    return lock if owner not in ("", "0") and owner != str(ident) else None
+    if not waits:
+        return WAKING, None
+    return (CONDITION, None) if timeout is None else (TIMED, timeout)
 
 
 # Modules whose frames are the primitive itself, not the program waiting in it; and the wrappers
@@ -273,7 +379,8 @@ class PythonWaits:
         (it waited that out, or was woken without a hand-off the simulator sees), or as much later
         as the real time it spent since that one was first seen (a loop of short waits seen only
         now and then). None if ``ht`` is not in such a wait itself (it joins a thread that is)."""
-        w = timed_wait(frames.get(ht.thread.ident))
+        frame = frames.get(ht.thread.ident)
+        w = timed_wait(frame) or self._c_timed(ht.thread, frame)
         if w is None:
             return None
         waiter, timeout = w
@@ -296,12 +403,16 @@ class PythonWaits:
         ht = self.record_of(thread)
         if ht is not None and ht.state == BLOCKED:
             return BLOCKED
-        wait = host_wait(frames.get(thread.ident), frames, self._order)
+        frame = frames.get(thread.ident)
+        wait = host_wait(frame, frames, self._order)
+        if wait is None:  # perhaps a wait in C (a lock, a SimpleQueue, a pipe)
+            kind, settled = self._c_wait(thread, frame)
+            if ht is None:
+                self._outside_woken(thread, None if kind is None else (kind, None), frame)
+            return kind if settled else None
         if ht is None:
-            self._outside_woken(thread, wait, frames.get(thread.ident))
-        if wait is None and self._in_lock(thread, frames):
-            return CONDITION
-        if wait is None or wait[0] == WAKING:
+            self._outside_woken(thread, wait, frame)
+        if wait[0] == WAKING:
             return None
         kind, target = wait
         if kind == CONDITION or kind == TIMED:
@@ -320,9 +431,10 @@ class PythonWaits:
 
     def _outside_woken(self, thread: threading.Thread, wait, frame=None) -> None:
         """Note what an outside thread (one that never called the device) waits in. One seen woken
-        from a wait only another thread ends — notified (WAKING), or gone from an untimed wait
-        (CONDITION) it was last seen in — runs because the program handed it something (a host
-        thread's ``Queue.put``, a host call's ``Event.set``...) and may call the device next: it
+        from a wait only another thread ends — notified (WAKING; in C: at the call, with what it waits
+        for there), or gone from an untimed wait (CONDITION) it was last seen in — runs because the
+        program handed it something (a host thread's ``Queue.put``, a host call's ``Event.set``, a
+        ``SimpleQueue.put``, a lock's release...) and may call the device next: it
         counts as a thread just started (``_first_seen``: it holds virtual time back for GRACE_S
         while it runs), even one started before the device (``_known``). (Until 2026-11-25 such a
         thread did not count: a consumer thread started before the device, or one that had waited
@@ -347,28 +459,59 @@ class PythonWaits:
         if len(seen) > 64:
             self._outside = {t: k for t, k in seen.items() if t.is_alive()}
 
-    # thread → ((frame id, code, instruction offset), real time first seen) of the held lock's acquire it sits at
-    _locked: dict | None = None
+    # thread → [(frame id, code, instruction offset), real time first seen there, kind, timeout, token,
+    # timeouts passed] of the wait in C it was last seen in (c_wait)
+    _c_waits: dict | None = None
 
-    def _in_lock(self, thread: threading.Thread, frames: dict) -> bool:
-        """Whether ``thread`` waits to acquire a held plain lock (:func:`lock_wait`): it was at that
-        acquire already LOCK_SETTLE_S ago (not one that just got the lock and has to take the GIL back)."""
-        seen = self._locked
+    def _c_wait(self, thread: threading.Thread, frame) -> tuple[str | None, bool]:
+        """What ``thread`` (innermost frame ``frame``) waits for in C (:func:`c_wait`: CONDITION, TIMED,
+        WAKING or None), and whether it was at that call already LOCK_SETTLE_S ago (it is not one that
+        just got what it waited for and has to take the GIL back)."""
+        seen = self._c_waits
         if seen is None:
-            seen = self._locked = {}
-        frame = frames.get(thread.ident)
-        if lock_wait(frame, thread.ident) is None:
+            seen = self._c_waits = {}
+        wait = c_wait(frame, thread.ident)
+        if wait is None or wait[0] == WAKING:
             seen.pop(thread, None)
-            return False
+            return (None if wait is None else WAKING), False
+        kind, timeout = wait
         now = monotonic()
-        at = seen.get(thread)
         here = (id(frame), frame.f_code, frame.f_lasti)  # (not the frame: it would keep its locals alive)
-        if at is None or at[0] != here:
-            seen[thread] = (here, now)
+        at = seen.get(thread)
+        if at is None or at[0] != here or at[2] != kind:
+            seen[thread] = [here, now, kind, timeout, object(), 0]
             if len(seen) > 64:
-                self._locked = {t: v for t, v in seen.items() if t.is_alive()}
-            return False
-        return now - at[1] >= LOCK_SETTLE_S
+                self._c_waits = {t: v for t, v in seen.items() if t.is_alive()}
+            return kind, False
+        if kind == TIMED:  # still there after its timeout: a loop of such waits; this is the next one
+            passed = int((now - at[1]) / timeout)
+            if passed != at[5]:
+                at[4], at[5] = object(), passed
+        return kind, now - at[1] >= LOCK_SETTLE_S
+
+    def _c_entry(self, thread: threading.Thread, frame) -> list | None:
+        """``thread``'s record in ``_c_waits`` if it is at that wait in C still (``frame``, its innermost)."""
+        at = (self._c_waits or {}).get(thread)
+        if at is None or frame is None or at[0] != (id(frame), frame.f_code, frame.f_lasti):
+            return None
+        return at
+
+    def _c_timed(self, thread: threading.Thread, frame) -> tuple[object, float] | None:
+        """Like :func:`timed_wait`, for the TIMED wait in C ``thread`` is in at ``frame`` (:meth:`_c_wait`):
+        a token for that wait (a new one each time its timeout passes) and its timeout."""
+        at = self._c_entry(thread, frame)
+        return None if at is None or at[2] != TIMED else (at[4], at[3])
+
+    # real time of the program's last action (a host thread's device call, a host call's function run)
+    _acted = float("-inf")
+
+    def _woken_in_c(self, thread: threading.Thread, frames: dict, now: float) -> bool:
+        """Whether ``thread``, at a wait in C, may have been woken by the program's last action, LOCK_SETTLE_S
+        ago or less: the lock it waits for may have been released to it, or the data it reads written,
+        and it is only waiting for the GIL to go on — which looks the same (until then it holds the
+        deadlines back, and deadlock reports, as a stalled thread: until 2026-11-25 a consumer woken
+        through a pipe or a lock by a host call was taken for still waiting, a false deadlock)."""
+        return now - self._acted < LOCK_SETTLE_S and self._c_entry(thread, frames.get(thread.ident)) is not None
 
     def _host_waits(self) -> tuple[tuple[int, str], ...]:
         """(index, where) of the running registered threads that wait on another host thread."""
