@@ -182,15 +182,40 @@ def _value(frame, local: dict, ins, start: int, end: int):
     return obj
 
 
+_CALLS: dict = {}  # (code, offset) → what _parse_call found there (the bytecode does not change)
+
+
 def _call_at(frame) -> tuple | None:
     """``(function, args, kwargs)`` of the call ``frame`` is in: its instruction is a ``CALL`` whose
     callee (named in _C_WAIT_NAMES) and arguments are all plain loads (:func:`_operand`), or the
     ``BEFORE_WITH`` that enters a plain load's context (``(obj.__enter__, (), {})``); None otherwise."""
+    key = (frame.f_code, frame.f_lasti)
+    parsed = _CALLS.get(key, _NONE)
+    if parsed is _NONE:
+        if len(_CALLS) > 4096:
+            _CALLS.clear()
+        parsed = _CALLS[key] = _parse_call(frame.f_code, frame.f_lasti)
+    if parsed is None:
+        return None
+    ins, spans, names, with_ = parsed
+    local = frame.f_locals
+    fn, *args = (_value(frame, local, ins, s, e) for s, e in reversed(spans))
+    if fn is _NONE or any(a is _NONE for a in args):  # (not `in`: it would call the arguments' __eq__)
+        return None
+    if with_:
+        return getattr(fn, "__enter__", None), (), {}
+    split = len(args) - len(names)
+    return fn, tuple(args[:split]), dict(zip(names, args[split:]))
+
+
+def _parse_call(code, lasti) -> tuple | None:
+    """The static part of :func:`_call_at` at instruction offset ``lasti`` of ``code``: ``(instructions,
+    operand spans last first, keyword names, is a with)``, or None when it is no call it reads."""
     try:
-        index, ins = _instructions(frame.f_code)
+        index, ins = _instructions(code)
     except Exception:  # noqa: BLE001 - no bytecode to read
         return None
-    n = index.get(frame.f_lasti)
+    n = index.get(lasti)
     if n is not None and ins[n].opname == "PRECALL" and n + 1 < len(ins) and ins[n + 1].opname == "CALL":
         n += 1  # (3.11's specialized PRECALL of a builtin makes the call itself: a warm frame waits there)
     if n is None or ins[n].opname not in ("CALL", "BEFORE_WITH"):
@@ -200,7 +225,7 @@ def _call_at(frame) -> tuple | None:
         if k >= 0 and ins[k].opname == "PRECALL":  # (3.11 has PRECALL; 3.12 does not)
             k -= 1
         if k >= 0 and ins[k].opname == "KW_NAMES":
-            names = frame.f_code.co_consts[ins[k].arg]
+            names = code.co_consts[ins[k].arg]
             k -= 1
     spans, end = [], k + 1
     for _ in range((ins[n].arg or 0) + 1 if ins[n].opname == "CALL" else 1):  # arguments, last first; callee
@@ -213,14 +238,7 @@ def _call_at(frame) -> tuple | None:
         return None
     if any(getattr(ins[j], "is_jump_target", False) for j in range(end + 1, n + 1)):
         return None  # (``(a or b).get()``: the load before the call may not be what is called)
-    local = frame.f_locals
-    fn, *args = (_value(frame, local, ins, s, e) for s, e in reversed(spans))
-    if fn is _NONE or any(a is _NONE for a in args):  # (not `in`: it would call the arguments' __eq__)
-        return None
-    if ins[n].opname == "BEFORE_WITH":
-        return getattr(fn, "__enter__", None), (), {}
-    split = len(args) - len(names)
-    return fn, tuple(args[:split]), dict(zip(names, args[split:]))
+    return ins, spans, names, ins[n].opname == "BEFORE_WITH"
 
 
 def _bind(args: tuple, kwargs: dict, params: tuple, defaults: tuple) -> tuple | None:
@@ -280,9 +298,9 @@ def c_wait(frame, ident: int | None = None) -> tuple[str, float | None] | None:
     on): a caller sees it there again later before it counts it as waiting."""
     if frame is None:
         return None
-    module = frame.f_globals.get("__name__") or ""
-    if module.startswith(("halsim.", "reference.")):
-        return None  # the device's own lock (a thread about to enter a device call): never the program's
+    for f in (frame, frame.f_back):  # (the device's own waits: its lock, its turn gate's Condition.wait)
+        if f is not None and (f.f_globals.get("__name__") or "").startswith(("halsim.", "reference.")):
+            return None  # never the program's (a thread about to enter, or in, a device call)
     call = _call_at(frame)
     if call is None:
         return None

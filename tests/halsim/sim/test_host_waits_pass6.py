@@ -275,3 +275,24 @@ def test_host_thread_woken_through_a_wait_in_c_just_before_a_wait_for_its_signal
                 os.write(w, b"x")  # (frees thread 1 if it never read)
             join(t)
             os.close(r), os.close(w)
+
+
+@pytest.mark.parametrize("module, expected", [("program", (TIMED, 5.0)), ("halsim.sim.host_turns", None)])
+def test_a_condition_wait_called_by_the_device_is_not_the_programs(module, expected):
+    """The device's turn gate waits in threading's Condition.wait (a timed lock acquire in threading.py):
+    not a wait of the program's (it was read as one: every look at the threads parsed it)."""
+    cond, go = threading.Condition(), threading.Event()
+    ns = {"__name__": module, "cond": cond, "go": go}
+    exec("def waiter():\n    with cond:\n        go.set()\n        cond.wait(5)\n", ns)  # noqa: S102
+    t = threading.Thread(target=ns["waiter"])
+    t.start()
+    try:
+        assert go.wait(10)
+        with cond:   # (the waiter released it inside wait: it is in the timed acquire now)
+            frame = sys._current_frames()[t.ident]
+            assert frame.f_code.co_name == "wait"
+            assert c_wait(frame, t.ident) == expected
+            cond.notify()
+    finally:
+        t.join(10)
+    assert not t.is_alive()
