@@ -156,11 +156,19 @@ class Cycle:
             else:
                 steps.append(f"{op} waits {s}>={v}, signaled by {nxt}")
         if self.in_order:
-            head = f"same-queue wait-before-signal on in-order queue " \
-                   f"{next(q for q in self.queues if q is not None)}"
+            head = in_order_head(q for q in self.queues if q is not None)
         else:
             head = f"{_WORDS.get(n, str(n))}-semaphore cycle {' -> '.join(named)}"
         return f"{head}: {'; '.join(steps)}"
+
+
+def in_order_head(queues) -> str:
+    """How a cycle with in-order queue links is named: one queue's wait-before-signal, or a cycle
+    through the queue order of several (each waits for what another's later op signals)."""
+    queues = sorted(set(queues))
+    if len(queues) == 1:
+        return f"same-queue wait-before-signal on in-order queue {queues[0]}"
+    return f"in-order-queue cycle across queues {', '.join(map(str, queues))}"
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ class StreamExecution:
             if not self._stream_wait(stream, action, 0, None):
                 return  # continued by a callback
         stream.idle = True
+        # An idle stream holds nothing: the finished action's resources go when the host drops them
+        # (it used to keep its last action until the next one, delaying their host_release)
+        stream.held = stream.held_event = stream.held_outcome = stream.held_error = None
 
     def _stream_resume(self, stream: Stream, finished: bool) -> None:
         if finished:

@@ -98,9 +98,8 @@ class Stream:
         self.track = track
         self.fifo: deque[Action] = deque()
         self.idle = True
-        # The last action, native event, wait outcome and failure the stream looked at: the stream was a
-        # SimPy process, whose frame kept them alive until the next ones; so does this, so that the
-        # host's last reference to a semaphore or buffer goes (the trace's host_release) when it did.
+        # The action, native event, wait outcome and failure the stream is looking at (the stream was a
+        # SimPy process, whose frame held them until the next ones); dropped when the stream goes idle.
         self.held: Action | None = None
         self.held_event: NativeEvent | None = None
         self.held_outcome: HalError | None = None

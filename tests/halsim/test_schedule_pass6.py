@@ -91,3 +91,26 @@ def test_a_blocked_queue_calls_op_is_no_signaler_of_its_own_wait(uri):
         assert "no pending operation or host thread signals s0 to >= 1" in ei.value.message
     finally:
         dev.close()
+
+
+def test_a_cycle_through_two_in_order_queues_is_not_called_same_queue():
+    """q0: A waits s1, then B signals s0; q1: C waits s0, then D signals s1. Nobody waits for an op
+    behind it on its own queue: the cycle runs through both queues' order (it was reported as a
+    "same-queue wait-before-signal on in-order queue 1", by the report and by the checks)."""
+    from halsim.checks import check_trace
+
+    with hal.create_device("sim:metal", queues=2) as dev:
+        s0, s1, done = (dev.create_semaphore() for _ in range(3))
+        dev.queue_barrier([(s1, 1)], [], queue_affinity=1)
+        dev.queue_barrier([], [(s0, 1)], queue_affinity=1)
+        dev.queue_barrier([(s0, 1)], [], queue_affinity=2)
+        dev.queue_barrier([], [(s1, 1), (done, 1)], queue_affinity=2)
+        with pytest.raises(DeadlockError) as ei:
+            done.wait(1, 5.0)
+        (cycle,) = ei.value.report.cycles
+        assert str(cycle) == ("in-order-queue cycle across queues 0, 1: 0:0 waits s1>=1, signaled by 0:3; 0:3 is "
+                              "queued behind 0:2 on in-order queue 1; 0:2 waits s0>=1, signaled by 0:1; 0:1 is "
+                              "queued behind 0:0 on in-order queue 0")
+        trace = dev.trace
+    messages = [f.message for f in check_trace(trace).findings if f.rule == "deadlock.queue_order"]
+    assert len(messages) == 1 and messages[0].startswith("in-order-queue cycle across queues 0, 1: ")

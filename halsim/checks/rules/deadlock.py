@@ -36,6 +36,7 @@ from bisect import bisect_left
 
 import networkx as nx
 
+from ...sim.deadlock import in_order_head
 from ..findings import Finding
 from ..model import op_key
 
@@ -143,11 +144,11 @@ def check(model, hb) -> list[Finding]:
         if comp <= blocked_sem:
             continue
         cyc = _shortest_cycle(g, comp, through_queue=True)
-        queue = next(g.edges[a, b]["queue"] for a, b in cyc if "queue" in g.edges[a, b])
+        queues = [g.edges[a, b]["queue"] for a, b in cyc if "queue" in g.edges[a, b]]
         sems = sorted({g.edges[a, b]["sem"] for a, b in cyc if "sem" in g.edges[a, b]})
         out.append(Finding("deadlock.queue_order", "error", sorted({a for a, _b in cyc}, key=op_key),
-                           f"same-queue wait-before-signal on in-order queue {queue}: " + _steps(g, cyc),
-                           {"semaphores": sems, "queue": queue}))
+                           f"{in_order_head(queues)}: " + _steps(g, cyc),
+                           {"semaphores": sems, "queue": queues[0]}))
     for thread, events in model.host.items():
         for ev in events:
             if ev.kind != "wait" or ev.status not in (4, 10):

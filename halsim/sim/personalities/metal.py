@@ -222,6 +222,7 @@ class MetalDevice(SimDevice):
             self.recorder.emit({"ev": "metal_cb", "t": env.now, "op": committed.op.id, "step": committed.step,
                                 "commit": committed.commit_t, "start": start, "track": queue.track})
             queue.fifo.popleft()
+            committed = None  # (this frame waits for the next one: the finished op must not stay alive)
 
     def _wait_step(self, queue: CommandQueue, op: QueueOp):
         """encodeWaitForEvent for each wait: the queue stalls until every one is reached or failed (a
