@@ -184,7 +184,8 @@ def add_parsers(sub) -> None:
 
 def cmd_fuzz(args) -> int:
     try:
-        for flag, knob, value in (("--size", "size", args.size), ("--drop-sync", "drop_sync", args.drop_sync),
+        for flag, knob, value in (("--seed", "seed", args.seed), ("--size", "size", args.size),
+                                  ("--drop-sync", "drop_sync", args.drop_sync),
                                   ("--fail-prob", "fail_prob", args.fail_prob), ("--queues", "queues", args.queues)):
             problem = knob_problem(knob, value)  # (the same check as a sweep spec's generator knobs)
             if problem:

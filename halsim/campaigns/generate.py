@@ -83,8 +83,8 @@ def knob_problem(name: str, value) -> str | None:
             return f"must be <= {hi}"
         return None
 
-    if name == "seed":
-        return "must be an integer" if isinstance(value, bool) or not isinstance(value, int) else None
+    if name == "seed":  # (>= 0: random.Random(-k) is random.Random(k), a negative seed would repeat one)
+        return "must be an integer" if isinstance(value, bool) or not isinstance(value, int) else integer(0)
     if name == "size":
         return integer(1, MAX_SIZE)
     if name == "queues":
@@ -512,6 +512,8 @@ def generate(seed: int, size: int = 12, drop_sync: float = 0.0, queues: int = 2,
     instead of signalling it; ``wait_before_signal=False``: no gates (programs that also run on
     ``sim:sync`` without deadlocking); ``device``/``options``: the document's ``[device]``.
     """
+    if seed < 0:  # (random.Random(-k) is random.Random(k): program -k would be program k)
+        raise ValueError(f"seed {seed}: must be >= 0")
     desc = f"generated: seed={seed} size={size} drop_sync={drop_sync} queues={queues}"
     return build(Chooser(rng=random.Random(seed)), size, drop_sync, queues, timelines, gates, fail_prob,
                  wait_before_signal, device, options, desc)

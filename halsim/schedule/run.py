@@ -66,6 +66,7 @@ class _Env:
         self.dev = dev
         path = schedule.path
         self.sems, self.bufs = {}, {}
+        self.failed: dict[str, hal.HalError] = {}  # transient name → the error its queue_alloca raised
         # a value or size this device refuses is the file's problem: ``file: field.path: reason``
         for table, out, make in (("semaphores", self.sems, dev.create_semaphore),
                                  ("buffers", self.bufs, dev.allocator.allocate_buffer)):
@@ -152,6 +153,8 @@ def _step(env: _Env, st: dict) -> None:
             gc.collect()
         return
     wait, signal = env.tps(st["wait"]), env.tps(st["signal"])
+    if env.failed:
+        _uses_failed_transient(env, st, signal)
     kw = {"queue_affinity": _affinity(dev, st["queue"])}
     if call == "execute":
         dev.queue_execute(wait, signal, env.cbs[st["command_buffer"]], **kw)
@@ -175,9 +178,33 @@ def _step(env: _Env, st: dict) -> None:
         dev.queue_dispatch(wait, signal, env.exe, st["entry"], st["workgroups"], st["constants"],
                            [env.ref(b) for b in st["bindings"]], **kw)
     elif call == "alloca":
-        env.bufs[st["name"]] = dev.queue_alloca(wait, signal, st["size"], **kw)
+        try:
+            env.bufs[st["name"]] = dev.queue_alloca(wait, signal, st["size"], **kw)
+        except hal.HalError as e:
+            env.bufs.pop(st["name"], None)  # (the name's earlier buffer, if any, is not this one)
+            env.failed[st["name"]] = e
+            raise
     elif call == "dealloca":
         dev.queue_dealloca(wait, signal, env.bufs[st["buffer"]], **kw)
+
+
+def _uses_failed_transient(env: _Env, st: dict, signal: list) -> None:
+    """A step using a transient whose ``queue_alloca`` raised (no buffer to name) does what a program
+    propagating that error does: it fails the step's signal semaphores with the alloca's status and
+    raises it — rather than vanish (its waiters would wait for ever: a false deadlock)."""
+    names = [ref[0] for key in ("target", "source") if isinstance(st.get(key), tuple) for ref in (st[key],)]
+    names += [st["buffer"]] if isinstance(st.get("buffer"), str) else []
+    names += [b[0] for b in st.get("bindings", ()) if isinstance(b, tuple)]
+    failed = next((n for n in names if n in env.failed and n not in env.bufs), None)
+    if failed is None:
+        return
+    error = env.failed[failed]
+    for sem, _value in signal:
+        try:
+            sem.fail(error.code, error.message)
+        except hal.HalError:
+            pass  # (already failed)
+    raise hal.HalError(error.code, f"{failed!r}: its queue_alloca failed: {error.message}")
 
 
 def _run_thread(env: _Env, name: str, steps: list, errors: list) -> None:

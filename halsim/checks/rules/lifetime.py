@@ -137,14 +137,15 @@ class LifetimeChecker:
     def _deallocas_before_alloca(self) -> None:
         """A ``queue_dealloca`` must itself be ordered after its ``queue_alloca`` (Q8: the storage is
         committed only after the alloca's waits): one that runs first fails (the device's
-        FAILED_PRECONDITION) or frees nothing yet. Failed ones count too, except a dealloca whose wait
-        failed: it never ran (Q9)."""
+        FAILED_PRECONDITION) or frees nothing yet. A failed one counts only when that refusal was its
+        failure: one failed otherwise never ran (its wait failed, Q9; a failed wait event or the
+        queue's sticky status failed it first — its order is then not the question)."""
         hb = self.hb
         for op in self.model.ops.values():
             if op.kind != "dealloca" or op.stuck or not op.fields.get("transient", True):
                 continue
             alloca = self.alloca.get(op.fields.get("buf"))
-            if alloca is None or hb.op_before(alloca, op.id) or (op.status and self.model.wait_failed(op)):
+            if alloca is None or hb.op_before(alloca, op.id) or (op.status and not _refused_early(op)):
                 continue
             buf = op.fields["buf"]
             self._add("lifetime.use_before_alloca", buf, op.id, [alloca, op.id],
@@ -165,3 +166,9 @@ class LifetimeChecker:
                         f"flight, and the device did not retain it (retain_resources=False?)",
                         {"resource": res}))
         return out
+
+
+def _refused_early(op) -> bool:
+    """Whether a failed dealloca failed because it ran before its storage was committed (the device's
+    own refusal, reference.hal.queue_op: "queue_dealloca of buffer b0 that is reserved, not committed")."""
+    return op.status == 9 and op.message.startswith("queue_dealloca of buffer")
