@@ -374,7 +374,9 @@ def _default_sim(real: str) -> str:
 
     name, _, query = real.partition("?")
     queues = [f"queues={v}" for k, v in parse_qsl(query, keep_blank_values=True) if k == "queues"]
-    return f"sim:{name.split(':')[0]}" + (f"?{queues[-1]}" if queues else "")
+    driver = name.split(":")[0]
+    model = {"local-task": "sim", "local-sync": "sim:sync"}.get(driver, f"sim:{driver}")  # (IREE's semantics)
+    return model + (f"?{queues[-1]}" if queues else "")
 
 
 def cmd_difftest(args) -> int:
@@ -395,6 +397,9 @@ def cmd_difftest(args) -> int:
     with quiet:  # --json: the program's prints, loading it too, go to stderr; stdout is the report only
         fn = schedule_program(_load_schedule(args.program)) if _is_schedule(args.program) \
             else load_program(args.program, fresh=True)  # (each device runs the module afresh)
+    if args.real.partition("?")[0].split(":")[0] == "sim":
+        raise UsageError(f"--real {args.real!r}: a simulator, not a real device (opencl, cuda, metal, or a "
+                         "reference driver); the model to compare with is --sim")
     sim = args.sim or _default_sim(args.real)
     for uri in (args.real, sim, args.reference):
         _create(uri).close()  # bad or unavailable device URIs: one line, exit 2, before running anything

@@ -329,7 +329,10 @@ class Device:
         return queue
 
     def _enqueue(self, kind: str, wait, signal, queue_affinity, *, commands=(), buffer=None, host_call=None,
-                 resources=(), fields=None) -> QueueOp:
+                 resources=(), fields=None, accepted=None) -> QueueOp:
+        """Validate and submit one queue operation. ``accepted()``, if given, runs once the call is valid,
+        before the submission: on a device whose queue call blocks until the op ran (local-sync),
+        after it would be too late (a ONE_SHOT command buffer could be submitted again meanwhile)."""
         if self._closed:
             self._check_open()
         queue = self._queue_of.get(queue_affinity) if type(queue_affinity) is int else None
@@ -346,6 +349,8 @@ class Device:
         op = QueueOp(op_id, kind, queue, thread, wait, signal, commands, buffer, host_call, resources, fields)
         op.enqueue_t = self.now()
         self.recorder.enqueued(op, [r.id for r in resources])  # op and retain
+        if accepted is not None:
+            accepted()
         self._submit(op)
         return op
 
@@ -380,8 +385,7 @@ class Device:
         if fields is None or fields["commands"] != len(commands):
             fields = command_buffer.submit_fields = {"cb": command_buffer.id, "commands": len(commands)}
         self._enqueue("execute", wait, signal, queue_affinity, commands=commands, resources=(command_buffer,),
-                      fields=fields)
-        command_buffer.mark_submitted()
+                      fields=fields, accepted=command_buffer.mark_submitted)
 
     def queue_barrier(self, wait, signal, *, queue_affinity: int = QUEUE_AFFINITY_ANY) -> None:
         self._enqueue("barrier", wait, signal, queue_affinity)

@@ -224,3 +224,22 @@ def test_a_sweep_of_an_async_program_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(
         f"program.python: '{tmp_path / 'p.py'}': a is an async function; halsim calls it once and does not "
         "await it: make it a plain function (def a(dev): ...)\n")
+
+
+# -- difftest --real: a simulator is refused naming it; a reference driver gets its own model -------------
+
+def test_difftest_real_must_not_be_a_simulator(tmp_path, capsys):
+    (tmp_path / "p.py").write_text(FILL)
+    assert main(["difftest", str(tmp_path / "p.py"), "--real", "sim:opencl"]) == 2
+    assert capsys.readouterr().err == ("halsim: error: --real 'sim:opencl': a simulator, not a real device (opencl, "
+                                       "cuda, metal, or a reference driver); the model to compare with is --sim\n")
+
+
+def test_difftest_real_reference_driver_is_modelled_by_its_sim(tmp_path, capsys):
+    from halsim.cli import _default_sim
+
+    assert [_default_sim(u) for u in ("local-task", "local-sync?queues=1", "opencl?queues=2", "cuda:1")] == [
+        "sim", "sim:sync?queues=1", "sim:opencl?queues=2", "sim:cuda"]
+    (tmp_path / "p.py").write_text(FILL)
+    assert main(["difftest", str(tmp_path / "p.py"), "--real", "local-sync"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "result: OK"

@@ -8,6 +8,7 @@ Every wait is bounded; a hang fails the test.
 """
 
 import threading
+import time
 
 import pytest
 
@@ -383,3 +384,31 @@ def test_semaphore_wait_names_value(dev):
            s.wait, -1, 0)
     expect(S.INVALID_ARGUMENT, "value must be an int, got str", s.wait, "x", 0)
     s.wait(0, 0)
+
+
+# -- a ONE_SHOT command buffer is consumed when its submission is accepted, not when the call returns ----
+
+def test_a_one_shot_command_buffer_is_refused_while_its_blocking_submission_waits(ref_device):
+    """local-sync's queue call blocks until the op ran: the command buffer was marked submitted only
+    after, so a second submission from another thread meanwhile was accepted (and ran it twice)."""
+    dev = ref_device
+    buf = dev.allocator.allocate_buffer(16)
+    cb = dev.create_command_buffer()
+    cb.begin()
+    cb.update_buffer(b"\x01\x02\x03\x04", 0, hal.BufferRef(buf, 0, 4))
+    cb.end()
+    gate, done = dev.create_semaphore(), dev.create_semaphore()
+    t = threading.Thread(target=lambda: dev.queue_execute([(gate, 1)], [(done, 1)], cb))
+    t.start()
+    try:
+        deadline = time.monotonic() + WAIT
+        while not any(e["ev"] == "op" for e in dev.trace.events("op")):   # (the first call was accepted)
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        expect(S.FAILED_PRECONDITION, f"command buffer {cb.id} is ONE_SHOT and was already submitted",
+               dev.queue_execute, [], [], cb)
+    finally:
+        gate.signal(1)
+        t.join(WAIT)
+    assert not t.is_alive()
+    done.wait(1, WAIT)
