@@ -180,6 +180,7 @@ def _step(env: _Env, st: dict) -> None:
     elif call == "alloca":
         try:
             env.bufs[st["name"]] = dev.queue_alloca(wait, signal, st["size"], **kw)
+            env.failed.pop(st["name"], None)
         except hal.HalError as e:
             env.bufs.pop(st["name"], None)  # (the name's earlier buffer, if any, is not this one)
             env.failed[st["name"]] = e
@@ -192,10 +193,10 @@ def _uses_failed_transient(env: _Env, st: dict, signal: list) -> None:
     """A step using a transient whose ``queue_alloca`` raised (no buffer to name) does what a program
     propagating that error does: it fails the step's signal semaphores with the alloca's status and
     raises it — rather than vanish (its waiters would wait for ever: a false deadlock)."""
-    names = [ref[0] for key in ("target", "source") if isinstance(st.get(key), tuple) for ref in (st[key],)]
+    names = [st[key][0] for key in ("target", "source") if isinstance(st.get(key), tuple)]
     names += [st["buffer"]] if isinstance(st.get("buffer"), str) else []
     names += [b[0] for b in st.get("bindings", ()) if isinstance(b, tuple)]
-    failed = next((n for n in names if n in env.failed and n not in env.bufs), None)
+    failed = next((n for n in names if n in env.failed), None)
     if failed is None:
         return
     error = env.failed[failed]

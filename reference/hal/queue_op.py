@@ -54,6 +54,11 @@ class QueueOp:
         return f"<QueueOp {self.id} {self.kind}>"
 
 
+#: How the refusal of a dealloca that ran before its storage was committed begins (the checks tell it
+#: from a dealloca failed by a wait or the queue's sticky status: that one never ran).
+DEALLOCA_TOO_EARLY = "queue_dealloca of buffer"
+
+
 def run_command(cmd: Cmd) -> None:
     """Apply one resolved command to buffer memory (raises HalError, e.g. for decommitted buffers)."""
     kind = cmd.kind
@@ -102,8 +107,8 @@ def run_body(device, op: QueueOp, track: int, clock: Callable[[], int]) -> bool:
         if buf.is_transient:
             state = buf.root._state
             if state != "committed":
-                raise HalError(StatusCode.FAILED_PRECONDITION,
-                               f"queue_dealloca of buffer {buf.id} that is {state}, not committed")
+                raise HalError(StatusCode.FAILED_PRECONDITION, f"{DEALLOCA_TOO_EARLY} {buf.id} that is {state}, "
+                                                               "not committed")
             buf.decommit()
             device.recorder.decommit(buf, op)
     elif kind == "host_call":

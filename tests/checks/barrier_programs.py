@@ -37,3 +37,14 @@ def fill_copy(src=ST.TRANSFER, dst=ST.TRANSFER, memory_barriers=(), buffer_barri
         cb.execution_barrier(src, dst, memory_barriers, buffer_barriers(a))
         cb.copy_buffer(hal.BufferRef(a, 0, 16), hal.BufferRef(a, 32, 16))
     return record
+
+
+def without(trace, field: str):
+    """``trace`` as a trace written before its records had ``field`` (``stages``, ``scopes``)."""
+    from reference.trace import Trace
+
+    old = Trace(trace.header)
+    for e in trace:
+        old.emit({k: v for k, v in e.items() if k != field})
+    assert not any(field in e for e in old.events("cmd"))
+    return old

@@ -28,6 +28,9 @@
 
 from __future__ import annotations
 
+from reference.hal import StatusCode
+from reference.hal.queue_op import DEALLOCA_TOO_EARLY
+
 from ..findings import Finding, cmd_id
 
 RULES = {
@@ -170,5 +173,5 @@ class LifetimeChecker:
 
 def _refused_early(op) -> bool:
     """Whether a failed dealloca failed because it ran before its storage was committed (the device's
-    own refusal, reference.hal.queue_op: "queue_dealloca of buffer b0 that is reserved, not committed")."""
-    return op.status == 9 and op.message.startswith("queue_dealloca of buffer")
+    own refusal: :data:`reference.hal.queue_op.DEALLOCA_TOO_EARLY`)."""
+    return op.status == StatusCode.FAILED_PRECONDITION and op.message.startswith(DEALLOCA_TOO_EARLY)
